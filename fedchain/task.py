@@ -1,0 +1,81 @@
+"""The task manifest: everything a node needs to re-execute a round, bound on-chain.
+
+The manifest is canonical JSON (sorted keys, no spaces). It is stored in content storage
+and its SHA-256 is the contract's ``ruleParamsHash``, so any node that knows only the
+contract address can fetch it (``cid_from_digest(config.ruleParamsHash)``) and check that
+it runs the same rule, parameters, numeric format and model as everybody else.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from fedchain.cid import sha256_digest
+from fedchain.errors import ConfigError
+from fedchain.fixedpoint import NumericFormat
+from fedchain.payloads import ModelLayout
+
+MANIFEST_VERSION = 1
+
+
+def canonical_json(obj: Any) -> bytes:
+    """Canonical JSON bytes: sorted keys, no whitespace, UTF-8, no NaN."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+@dataclass(frozen=True)
+class TaskManifest:
+    """Rule, numeric format and model of a task (what re-execution depends on)."""
+
+    rule: str
+    rule_params: dict[str, Any]
+    numeric: NumericFormat
+    model: str
+    input_shape: tuple[int, ...]
+    num_classes: int
+    layout: ModelLayout
+    client_training: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": MANIFEST_VERSION,
+            "rule": self.rule,
+            "rule_params": dict(self.rule_params),
+            "frac_bits": self.numeric.frac_bits,
+            "value_bound": self.numeric.value_bound,
+            "model": self.model,
+            "input_shape": list(self.input_shape),
+            "num_classes": self.num_classes,
+            "layout": self.layout.to_json(),
+            "client_training": dict(self.client_training),
+        }
+
+    def to_bytes(self) -> bytes:
+        return canonical_json(self.to_json())
+
+    @property
+    def digest(self) -> bytes:
+        return sha256_digest(self.to_bytes())
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> TaskManifest:
+        try:
+            obj = json.loads(data)
+            if obj.get("version") != MANIFEST_VERSION:
+                raise ConfigError(f"unsupported manifest version {obj.get('version')!r}")
+            return cls(
+                rule=str(obj["rule"]),
+                rule_params=dict(obj["rule_params"]),
+                numeric=NumericFormat(int(obj["frac_bits"]), int(obj["value_bound"])),
+                model=str(obj["model"]),
+                input_shape=tuple(int(x) for x in obj["input_shape"]),
+                num_classes=int(obj["num_classes"]),
+                layout=ModelLayout.from_spec(obj["layout"]),
+                client_training=dict(obj.get("client_training", {})),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            raise ConfigError(f"invalid task manifest: {exc}") from exc

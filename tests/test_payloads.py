@@ -1,0 +1,123 @@
+"""Fixed-point format, update/global-state payloads and the task manifest."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedchain.codec import encode_tensors
+from fedchain.errors import CodecError, ConfigError
+from fedchain.fixedpoint import NumericFormat, dequantise, quantise
+from fedchain.payloads import (
+    GlobalState,
+    ModelLayout,
+    decode_global_state,
+    decode_update,
+    encode_global_state,
+    encode_update,
+)
+from fedchain.task import TaskManifest
+
+LAYOUT = ModelLayout.from_spec([("fc.weight", (3, 2)), ("fc.bias", (3,))])
+FMT = NumericFormat(frac_bits=8, value_bound=1000)
+
+
+def test_quantise_rounds_half_to_even_and_saturates() -> None:
+    q = quantise([0.5 / 256, 1.5 / 256, -0.5 / 256, 10.0, -10.0, np.inf], 8, bound=1000)
+    assert q.tolist() == [0, 2, 0, 1000, -1000, 1000]
+    with pytest.raises(ValueError):
+        quantise([np.nan], 8)
+
+
+def test_quantisation_error_is_half_an_ulp() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-3, 3, 10_000)
+    err = np.abs(dequantise(quantise(x, 16), 16) - x)
+    assert err.max() <= 2.0**-17
+
+
+def test_numeric_format_validation() -> None:
+    assert NumericFormat(16, 4 << 16).clip == 4.0
+    with pytest.raises(ConfigError):
+        NumericFormat(frac_bits=31)
+    with pytest.raises(ConfigError):
+        NumericFormat(value_bound=0)
+
+
+def test_layout_flatten_round_trip() -> None:
+    named = {"fc.weight": np.arange(6).reshape(3, 2), "fc.bias": np.array([7, 8, 9])}
+    flat = LAYOUT.flatten(named)
+    assert flat.tolist() == [0, 1, 2, 3, 4, 5, 7, 8, 9]
+    back = LAYOUT.unflatten(flat)
+    assert all(np.array_equal(back[k], v) for k, v in named.items())
+    with pytest.raises(CodecError):
+        LAYOUT.unflatten(np.zeros(8))
+
+
+def test_update_round_trip_and_rejections() -> None:
+    delta = np.array([1, -2, 3, -4, 5, 1000, -1000, 0, 9])
+    data = encode_update(LAYOUT, 3, delta)
+    assert decode_update(LAYOUT, FMT, 3, data).tolist() == delta.tolist()
+    with pytest.raises(CodecError, match="round"):
+        decode_update(LAYOUT, FMT, 4, data)
+    with pytest.raises(CodecError, match="bound"):
+        decode_update(LAYOUT, FMT, 3, encode_update(LAYOUT, 3, delta * 2))
+    wrong_shape = encode_tensors(
+        {
+            "meta/round": np.array([3], np.int64),
+            "delta/fc.weight": np.zeros((2, 3), np.int32),
+            "delta/fc.bias": np.zeros(3, np.int32),
+        }
+    )
+    with pytest.raises(CodecError, match="shape"):
+        decode_update(LAYOUT, FMT, 3, wrong_shape)
+    oversized = encode_tensors(
+        {
+            "meta/round": np.array([3], np.int64),
+            "delta/fc.weight": np.zeros((3, 2), np.int32),
+            "delta/fc.bias": np.zeros(3, np.int32),
+            "padding": np.zeros(100_000, np.uint8),
+        }
+    )
+    with pytest.raises(CodecError, match="exceeds"):
+        decode_update(LAYOUT, FMT, 3, oversized)
+
+
+def test_global_state_round_trip_with_optimiser_state() -> None:
+    state = GlobalState(
+        round=2,
+        params=np.arange(9, dtype=np.int64) - 4,
+        opt_state={"m": np.linspace(-1, 1, 9), "v": np.ones(9)},
+    )
+    data = encode_global_state(LAYOUT, state)
+    back = decode_global_state(LAYOUT, data)
+    assert back.round == 2
+    assert back.params.tolist() == state.params.tolist()
+    assert set(back.opt_state) == {"m", "v"}
+    assert encode_global_state(LAYOUT, back) == data
+    with pytest.raises(CodecError, match="overflow"):
+        encode_global_state(LAYOUT, GlobalState(0, np.full(9, 2**31, dtype=np.int64)))
+
+
+def test_global_state_rejects_foreign_tensors() -> None:
+    data = encode_tensors(
+        {
+            "meta/round": np.array([1], np.int64),
+            "model/fc.weight": np.zeros((3, 2), np.int32),
+            "model/fc.bias": np.zeros(3, np.int32),
+            "evil": np.zeros(1, np.int32),
+        }
+    )
+    with pytest.raises(CodecError, match="unexpected"):
+        decode_global_state(LAYOUT, data)
+
+
+def test_manifest_round_trip_and_digest_binds_every_field() -> None:
+    m = TaskManifest("fedavg", {}, FMT, "mlp", (1, 8, 8), 10, LAYOUT, {"epochs": 1})
+    again = TaskManifest.from_bytes(m.to_bytes())
+    assert again == m
+    assert again.digest == m.digest
+    changed = TaskManifest("fedavg", {}, NumericFormat(9, 1000), "mlp", (1, 8, 8), 10, LAYOUT)
+    assert changed.digest != m.digest
+    with pytest.raises(ConfigError):
+        TaskManifest.from_bytes(b'{"version": 1}')
