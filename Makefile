@@ -1,0 +1,58 @@
+# fedchain — two commands for a newcomer: `make demo` and `make test`.
+# Each creates the project-local virtualenv (.venv) and installs pinned dependencies
+# (requirements.lock; node tools from package-lock.json) when they are missing or stale.
+
+PYTHON ?= python3.11
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
+ARGS   ?=
+PYTEST_ARGS ?=
+# The pure cores are type-checked strictly (rules, codec, payloads, PBFT, client ML).
+MYPY_TARGETS := fedchain/codec.py fedchain/cid.py fedchain/fixedpoint.py fedchain/payloads.py \
+	fedchain/task.py fedchain/storage.py aggregators consensus clients/data.py \
+	clients/models.py clients/training.py clients/attacks.py
+
+.PHONY: setup setup-python setup-node demo test lint typecheck pytest compile compile-check clean
+
+setup: setup-python setup-node
+
+setup-python: $(STAMP)
+$(STAMP): requirements.lock pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements.lock
+	$(PY) -m pip install --disable-pip-version-check -q --no-deps --no-build-isolation -e .
+	@touch $@
+
+setup-node: $(NODE_STAMP)
+$(NODE_STAMP): package.json package-lock.json
+	npm install --no-audit --no-fund --fetch-retries=1
+	@touch $@
+
+## Run the demo on embedded defaults (in-process chain, on-disk content store).
+demo: setup-python
+	$(VENV)/bin/fedchain demo $(ARGS)
+
+## Lint, format check, type check, then the whole test suite.
+test: setup lint typecheck pytest
+
+lint: setup-python
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: setup-python
+	$(VENV)/bin/mypy $(MYPY_TARGETS)
+
+pytest: setup
+	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
+
+## Recompile contracts/*.sol into contracts/build (needs node_modules).
+compile: setup
+	$(PY) -m fedchain.compile
+
+compile-check: setup
+	$(PY) -m fedchain.compile --check
+
+clean:
+	rm -rf runs .pytest_cache .mypy_cache .ruff_cache .hypothesis

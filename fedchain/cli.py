@@ -1,0 +1,211 @@
+"""The ``fedchain`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from fedchain.errors import FedchainError
+
+DEMO_EPILOG = """\
+examples:
+  fedchain demo                                   # 10 clients, 4 aggregators, 5 rounds, FedAvg
+  fedchain demo --rule median --rounds 3
+  fedchain demo --partition dirichlet --alpha 0.3 --model cnn
+  fedchain demo --rpc-url http://127.0.0.1:8545   # any Ethereum JSON-RPC node (e.g. anvil)
+
+outputs: RUN_DIR/summary.json (config, rounds finalized, final accuracy, gas per operation,
+timings) and RUN_DIR/rounds.jsonl (one JSON record per finalized round); the content store
+lives in RUN_DIR/store unless --store is given. Exit status 0 when every round finalized.
+"""
+
+
+def _rule_param(text: str) -> tuple[str, str]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    key, value = text.split("=", 1)
+    return key.strip(), value.strip()
+
+
+def _add_demo_options(p: argparse.ArgumentParser) -> None:
+    from fedchain.runner import DemoConfig
+
+    d = DemoConfig()
+    g = p.add_argument_group("federation")
+    g.add_argument("--clients", type=int, default=d.clients, help="number of FL clients (%(default)s)")
+    g.add_argument("--aggregators", type=int, default=d.aggregators,
+                   help="number of aggregator nodes in the committee (%(default)s)")
+    g.add_argument("--rounds", type=int, default=d.rounds, help="training rounds (%(default)s)")
+    g.add_argument("--min-updates", type=int, default=None,
+                   help="updates needed before a round can close (default: all clients)")
+    g.add_argument("--seed", type=int, default=d.seed,
+                   help="seed for data split, model init, client shuffling, rotation (%(default)s)")
+    g = p.add_argument_group("data and model")
+    g.add_argument("--dataset", default=d.dataset,
+                   help="digits (bundled with scikit-learn), synthetic, or mnist (needs a local "
+                        "path) (%(default)s)")
+    g.add_argument("--partition", default=d.partition, choices=["iid", "dirichlet", "shards"],
+                   help="how training data is split among clients (%(default)s)")
+    g.add_argument("--alpha", type=float, default=d.alpha,
+                   help="Dirichlet concentration for --partition dirichlet; smaller is more "
+                        "skewed (%(default)s)")
+    g.add_argument("--model", default=d.model, choices=["logreg", "mlp", "cnn"],
+                   help="client model architecture (%(default)s)")
+    g = p.add_argument_group("local training")
+    g.add_argument("--epochs", type=int, default=d.epochs, help="local epochs per round (%(default)s)")
+    g.add_argument("--batch-size", type=int, default=d.batch_size, help="(%(default)s)")
+    g.add_argument("--lr", type=float, default=d.lr, help="client SGD learning rate (%(default)s)")
+    g.add_argument("--momentum", type=float, default=d.momentum, help="client SGD momentum (%(default)s)")
+    g.add_argument("--prox-mu", type=float, default=d.prox_mu,
+                   help="FedProx proximal coefficient on clients; 0 = plain FedAvg (%(default)s)")
+    g = p.add_argument_group("aggregation")
+    g.add_argument("--rule", default=d.rule,
+                   help="aggregation rule by name (see 'fedchain rules') (%(default)s)")
+    g.add_argument("--rule-param", type=_rule_param, action="append", default=[],
+                   metavar="KEY=VALUE", help="rule parameter, repeatable, e.g. --rule-param f=1")
+    g.add_argument("--frac-bits", type=int, default=d.frac_bits,
+                   help="fixed-point fractional bits of the canonical arithmetic (%(default)s)")
+    g.add_argument("--clip", type=float, default=d.clip,
+                   help="largest |value| of an update coordinate; larger ones saturate (%(default)s)")
+    g = p.add_argument_group("protocol (windows are in blocks)")
+    g.add_argument("--collect-window", type=int, default=d.collect_window,
+                   help="blocks after which a round with >= min-updates closes (%(default)s)")
+    g.add_argument("--submit-timeout", type=int, default=d.submit_timeout,
+                   help="blocks the chosen aggregator has to submit (%(default)s)")
+    g.add_argument("--challenge-window", type=int, default=d.challenge_window,
+                   help="blocks during which a submitted aggregate can be challenged (%(default)s)")
+    g.add_argument("--rotation", default=d.rotation, choices=["round-robin", "random"],
+                   help="how the contract picks each round's aggregator (%(default)s)")
+    g = p.add_argument_group("backends and output")
+    g.add_argument("--rpc-url", default=None,
+                   help="Ethereum JSON-RPC URL; default: in-process eth-tester chain")
+    g.add_argument("--funding-key", default=None,
+                   help="private key that funds the run's accounts on --rpc-url (default: "
+                        "anvil's first dev key)")
+    g.add_argument("--store", default=None,
+                   help="content store: a directory, or ipfs:<api multiaddr> for a real IPFS "
+                        "node (default: RUN_DIR/store)")
+    g.add_argument("--out", default=d.out, help="parent directory of run directories (%(default)s)")
+    g.add_argument("--name", default=d.name, help="run directory name suffix (%(default)s)")
+    g.add_argument("--quiet", action="store_true", help="no progress output")
+    g.add_argument("--json", action="store_true", help="print summary.json to stdout at the end")
+
+
+def _demo_config(args: argparse.Namespace) -> Any:
+    from fedchain.runner import DemoConfig
+
+    return DemoConfig(
+        clients=args.clients,
+        aggregators=args.aggregators,
+        rounds=args.rounds,
+        dataset=args.dataset,
+        partition=args.partition,
+        alpha=args.alpha,
+        model=args.model,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        momentum=args.momentum,
+        prox_mu=args.prox_mu,
+        rule=args.rule,
+        rule_params=dict(args.rule_param),
+        frac_bits=args.frac_bits,
+        clip=args.clip,
+        min_updates=args.min_updates,
+        collect_window=args.collect_window,
+        submit_timeout=args.submit_timeout,
+        challenge_window=args.challenge_window,
+        rotation=args.rotation,
+        seed=args.seed,
+        out=args.out,
+        name=args.name,
+        rpc_url=args.rpc_url,
+        funding_key=args.funding_key,
+        store=args.store,
+    )
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from fedchain.metrics import Progress
+    from fedchain.runner import run_demo
+
+    result = run_demo(_demo_config(args), Progress(quiet=args.quiet))
+    if args.json:
+        print(json.dumps(result.summary, indent=2))
+    return 0 if result.summary["all_rounds_finalized"] else 1
+
+
+def cmd_rules(args: argparse.Namespace) -> int:
+    from aggregators.registry import available_rules, get_rule_class
+
+    rows = []
+    for name in available_rules():
+        cls = get_rule_class(name)
+        rows.append(
+            {
+                "rule": name,
+                "summary": cls.summary,
+                "stateful": cls.stateful,
+                "params": [
+                    {"name": s.name, "type": s.kind.__name__, "required": s.required,
+                     "default": s.default, "doc": s.doc}
+                    for s in cls.param_specs
+                ],
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for row in rows:
+        print(f"{row['rule']}: {row['summary']}")
+        for prm in row["params"]:
+            dflt = "required" if prm["required"] else f"default {prm['default']}"
+            print(f"    {prm['name']} ({prm['type']}, {dflt}) {prm['doc']}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fedchain",
+        description="Blockchain-backed multi-aggregator federated learning: rounds registered "
+        "on a Solidity contract, aggregates re-executed bit-exactly by every aggregator, "
+        "challengeable inside an optimistic-rollup window.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo = sub.add_parser(
+        "demo",
+        help="run a complete federated training on a local chain",
+        description="Deploy a task contract, register clients and aggregators, and run "
+        "federated rounds end to end: clients train and register updates, the aggregator the "
+        "contract chose aggregates and submits, the others re-execute and verify, the "
+        "challenge window passes and the round is finalized. Runs on embedded defaults (an "
+        "in-process chain and an on-disk content store): no servers, no network.",
+        epilog=DEMO_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_demo_options(demo)
+    demo.set_defaults(func=cmd_demo)
+    rules = sub.add_parser("rules", help="list the aggregation rules and their parameters")
+    rules.add_argument("--json", action="store_true", help="machine-readable output")
+    rules.set_defaults(func=cmd_rules)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except FedchainError as exc:
+        print(f"fedchain: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("fedchain: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
