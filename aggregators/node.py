@@ -98,9 +98,9 @@ class AggregatorNode:
             return []
         round_ = task.current_round()
         phase = task.phase(round_)
-        if phase == Phase.Aggregating:
+        if phase == Phase.AGGREGATING:
             return self._on_aggregating(round_)
-        if phase == Phase.Submitted:
+        if phase == Phase.SUBMITTED:
             return self._on_submitted(round_)
         return []
 
@@ -139,16 +139,18 @@ class AggregatorNode:
         info = self.task.round_info(round_)
         events: list[AggregatorEvent] = []
         key = (round_, info.attempt)
-        if info.submitter != self.address and key not in self.verifications:
+        if info.aggregator != self.address and key not in self.verifications:
             with self.clock.phase(round_, "verify"):
-                verification = self.verify(round_, info.attempt, info.submitter, info.submitted_digest)
+                verification = self.verify(
+                    round_, info.submission_attempt, info.aggregator or "", info.aggregate_digest
+                )
             self.verifications[key] = verification
             events.append(
                 AggregatorEvent(
                     round_,
                     "verify",
                     {"attempt": info.attempt, "agrees": verification.agrees,
-                     "submitter": info.submitter},
+                     "submitter": info.aggregator},
                 )
             )
         if self.chain.block_number() > info.challenge_deadline:

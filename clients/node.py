@@ -91,7 +91,7 @@ class ClientNode:
         if not task.task_started() or task.task_completed():
             return []
         round_ = task.current_round()
-        if task.phase(round_) != Phase.Collecting or self.already_submitted(round_):
+        if task.phase(round_) != Phase.COLLECTING or self.already_submitted(round_):
             return []
         return [self.submit_round(round_)]
 

@@ -49,10 +49,10 @@ class DemoConfig:
     partition: str = "iid"
     alpha: float = 0.5
     model: str = "mlp"
-    epochs: int = 2
+    epochs: int = 10
     batch_size: int = 16
     lr: float = 0.1
-    momentum: float = 0.0
+    momentum: float = 0.9
     prox_mu: float = 0.0
     rule: str = "fedavg"
     rule_params: dict[str, Any] = field(default_factory=dict)
@@ -283,7 +283,7 @@ class Demo:
         return RunResult(self.run_dir, summary)
 
     def _note_chosen(self, round_: int) -> None:
-        if self.task.phase(round_) == Phase.Aggregating:
+        if self.task.phase(round_) == Phase.AGGREGATING:
             chosen = self.task.current_aggregator()
             self.chosen.setdefault((round_, chosen.attempt), chosen.address)
 
@@ -303,7 +303,7 @@ class Demo:
         gas_round = {op: v - previous.get(op, 0) for op, v in gas_now.items()}
         gas_round = {op: v for op, v in gas_round.items() if v}
         updates = self.task.updates(round_)
-        submitter = info.submitter
+        submitter = info.aggregator or ""
         chosen = self.chosen.get((round_, info.attempt))
         submission = self.submissions.get((round_, info.attempt), {})
         included = list(submission.get("included", []))
