@@ -86,6 +86,7 @@ class DemoConfig:
             raise ConfigError("--clip must be positive")
         if self.clip * 2**self.frac_bits > 2**30:
             raise ConfigError("--clip * 2**frac_bits must not exceed 2**30")
+        make_rule(self.rule, self.rule_params)  # unknown rule or bad parameters: fail now
 
 
 @dataclass
