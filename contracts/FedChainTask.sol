@@ -1,0 +1,633 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
+import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
+import {Rotation} from "./lib/Rotation.sol";
+
+/// @title FedChainTask
+/// @notice One deployment is one federated-learning task: a committee of staked aggregators
+///         (frozen at `start`), any number of registered clients, and `numRounds` rounds.
+///         Each round: clients register update digests (collection), the contract picks the
+///         aggregator for the current attempt, the chosen aggregator submits the aggregate
+///         digest with a bond, a challenge window runs, and `finalize` makes the aggregate the
+///         new global model. All windows are counted in blocks.
+/// @dev    Round state machine (see `Phase`):
+///         Pending -> Collecting -> Aggregating -> Submitted -> Finalized.
+///         Collecting/Aggregating are derived lazily from block numbers (no transaction closes
+///         collection); Submitted/Disputed/Finalized are stored. A missed deadline keeps the
+///         round in Aggregating with attempt + 1 (`advanceAttempt`). Reserved for the dispute
+///         path: Submitted -> Disputed (`challenge`, only while block.number <=
+///         challengeDeadline) -> Aggregating with attempt + 1 (aggregate rejected by a 2f+1
+///         EIP-712 committee certificate) or back to Submitted (aggregate upheld).
+///         Money only ever leaves through `withdraw` (pull payments); every other function
+///         moves value between stakes, the held bond and `credits`.
+contract FedChainTask is Ownable, ReentrancyGuardTransient {
+    // ------------------------------------------------------------------------------------
+    // Types
+    // ------------------------------------------------------------------------------------
+
+    /// @notice Immutable parameters of the task, fixed at deployment.
+    struct TaskConfig {
+        bytes32 initialModelDigest;
+        bytes32 ruleId;
+        bytes32 ruleParamsHash;
+        uint32 numRounds;
+        uint32 minUpdates;
+        uint32 maxUpdates;
+        uint32 collectWindow;
+        uint32 submitTimeout;
+        uint32 challengeWindow;
+        uint8 rotationPolicy; // 0 round-robin, 1 seeded random
+        bytes32 rotationSeed;
+        uint256 aggregatorStake;
+        uint256 aggregateBond;
+        uint256 challengeBond;
+        uint256 timeoutPenalty;
+    }
+
+    /// @notice Lifecycle of a round. `Pending`: not opened yet. `Disputed` is reserved for the
+    ///         challenge / PBFT-certificate path and is never entered by this version.
+    enum Phase {
+        Pending,
+        Collecting,
+        Aggregating,
+        Submitted,
+        Disputed,
+        Finalized
+    }
+
+    /// @notice One registered client update (payload lives off-chain, addressed by digest).
+    struct Update {
+        address client;
+        uint64 numSamples;
+        bytes32 digest;
+    }
+
+    /// @dev Storage layout of a round (4 slots). `status` only ever holds Pending (open,
+    ///      lazily Collecting/Aggregating), Submitted, Disputed or Finalized.
+    struct RoundState {
+        // slot 0
+        uint64 openBlock;
+        uint64 closeBlock; // 0 until minUpdates is reached, then the block collection closes
+        uint64 attemptStart; // start block of attempts >= 1 (attempt 0 starts at closeBlock)
+        uint32 attempt;
+        uint32 updateCount;
+        // slot 1
+        address aggregator; // submitter of the current attempt's aggregate
+        uint64 submitBlock;
+        Phase status;
+        // slot 2
+        bytes32 aggregateDigest;
+    }
+
+    /// @notice Read-only view of a round with every lazily derived field resolved.
+    struct RoundInfo {
+        Phase phase;
+        uint64 openBlock;
+        uint64 closeBlock; // 0 until minUpdates is reached; may lie in the future
+        bool collectionClosed;
+        uint32 updateCount;
+        uint32 attempt;
+        uint64 attemptStart; // closeBlock for attempt 0
+        uint64 deadlineBlock; // attemptStart + submitTimeout (0 while collecting)
+        address aggregator; // submitter, 0 if none
+        bytes32 aggregateDigest;
+        uint64 submitBlock;
+        uint64 challengeDeadline; // submitBlock + challengeWindow (0 if no submission)
+        uint32 submissionAttempt; // attempt the submission belongs to
+        uint32 submissionUpdateCount; // updates the aggregate covers
+        bool finalized;
+    }
+
+    struct AggregatorState {
+        uint256 stake;
+        uint64 activeFrom; // eligible only for attempts starting strictly after this block
+        uint32 index;
+        bool registered;
+        bool slashed; // reserved for the dispute path
+    }
+
+    struct ClientState {
+        bool registered;
+        uint64 lastRound; // last round this client submitted an update in (0 = none)
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Errors
+    // ------------------------------------------------------------------------------------
+
+    error InvalidNumRounds(uint32 numRounds);
+    error InvalidUpdateBounds(uint32 minUpdates, uint32 maxUpdates);
+    error InvalidWindow(uint32 collectWindow, uint32 submitTimeout, uint32 challengeWindow);
+    error InvalidRotationPolicy(uint8 policy);
+    error ZeroDigest();
+    error ZeroSamples();
+    error ZeroValue();
+    error WrongValue(uint256 expected, uint256 actual);
+    error TaskAlreadyStarted();
+    error TaskNotStarted();
+    error TaskAlreadyCompleted();
+    error TaskNotCompleted();
+    error NoAggregators();
+    error TooManyAggregators(uint256 max);
+    error AggregatorAlreadyRegistered(address account);
+    error ClientAlreadyRegistered(address account);
+    error NotAggregator(address account);
+    error NotClient(address account);
+    error AggregatorIsSlashed(address account);
+    error RoundNotOpen(uint256 round, uint256 currentRound);
+    error CollectionClosed(uint256 round, uint256 closeBlock);
+    error CollectionNotClosed(uint256 round, uint256 updateCount, uint256 closeBlock);
+    error UpdateAlreadySubmitted(uint256 round, address client);
+    error NotChosenAggregator(address caller, address chosen);
+    error SubmitDeadlinePassed(uint256 round, uint256 attempt, uint256 deadlineBlock);
+    error DeadlineNotPassed(uint256 round, uint256 attempt, uint256 deadlineBlock);
+    error AggregateAlreadySubmitted(uint256 round, uint256 attempt);
+    error NoAggregateSubmitted(uint256 round);
+    error ChallengeWindowOpen(uint256 round, uint256 challengeDeadline);
+    error RoundAlreadyFinalized(uint256 round);
+    error NothingToWithdraw(address account);
+    error TransferFailed(address to, uint256 amount);
+    error RenounceDisabled();
+
+    // ------------------------------------------------------------------------------------
+    // Events
+    // ------------------------------------------------------------------------------------
+
+    event AggregatorRegistered(address indexed aggregator, uint256 index, uint256 stake);
+    event ClientRegistered(address indexed client);
+    event TaskStarted(uint256 committeeSize, uint256 startBlock);
+    event RoundOpened(uint256 indexed round, uint256 openBlock);
+    event UpdateSubmitted(
+        uint256 indexed round, uint256 index, address indexed client, bytes32 digest, uint64 numSamples
+    );
+    event AggregateSubmitted(
+        uint256 indexed round,
+        uint256 attempt,
+        address indexed aggregator,
+        bytes32 digest,
+        uint256 challengeDeadline
+    );
+    event AttemptAdvanced(
+        uint256 indexed round, uint256 newAttempt, address indexed laggard, uint256 penalty
+    );
+    event StakeToppedUp(address indexed aggregator, uint256 amount, uint256 newStake, bool active);
+    event RoundFinalized(uint256 indexed round, bytes32 digest, address indexed aggregator);
+    event TaskCompleted(uint256 numRounds, bytes32 finalDigest);
+    event StakeReleased(address indexed aggregator, uint256 amount);
+    event Withdrawal(address indexed account, uint256 amount);
+
+    // ------------------------------------------------------------------------------------
+    // State
+    // ------------------------------------------------------------------------------------
+
+    /// @notice Upper bound on the committee size (bounds the rotation walk's gas).
+    uint256 public constant MAX_AGGREGATORS = 256;
+
+    TaskConfig private _config;
+
+    uint64 private _currentRound; // 0 before start; stays at numRounds after completion
+    bool private _started;
+    bool private _completed;
+
+    bytes32 private _globalModelDigest;
+
+    address[] private _aggregators;
+    mapping(address account => AggregatorState) private _aggregatorState;
+    mapping(address account => ClientState) private _clients;
+
+    mapping(uint256 round => RoundState) private _rounds;
+    mapping(uint256 round => mapping(uint256 index => Update)) private _updates;
+
+    /// @notice Wei each account can pull with `withdraw` (returned bonds, released stakes,
+    ///         timeout penalties owed to the owner's treasury).
+    mapping(address account => uint256) public credits;
+
+    // ------------------------------------------------------------------------------------
+    // Construction and registration
+    // ------------------------------------------------------------------------------------
+
+    /// @notice Creates the task; the deployer becomes the owner.
+    /// @param cfg Task parameters; windows are in blocks.
+    constructor(TaskConfig memory cfg) Ownable(msg.sender) {
+        // INVARIANT: a task has at least one round.
+        if (cfg.numRounds == 0) revert InvalidNumRounds(cfg.numRounds);
+        // INVARIANT: 0 < minUpdates <= maxUpdates, so collection can always close.
+        if (cfg.minUpdates == 0 || cfg.minUpdates > cfg.maxUpdates) {
+            revert InvalidUpdateBounds(cfg.minUpdates, cfg.maxUpdates);
+        }
+        // INVARIANT: every window lasts at least one block.
+        if (cfg.collectWindow == 0 || cfg.submitTimeout == 0 || cfg.challengeWindow == 0) {
+            revert InvalidWindow(cfg.collectWindow, cfg.submitTimeout, cfg.challengeWindow);
+        }
+        // INVARIANT: the rotation policy is one the contract implements.
+        if (cfg.rotationPolicy > Rotation.SEEDED_RANDOM) revert InvalidRotationPolicy(cfg.rotationPolicy);
+        // INVARIANT: the global model always has a content digest.
+        if (cfg.initialModelDigest == bytes32(0)) revert ZeroDigest();
+        _config = cfg;
+        _globalModelDigest = cfg.initialModelDigest;
+    }
+
+    /// @notice Joins the aggregator committee by depositing exactly `aggregatorStake`.
+    /// @dev Only before `start`; the registration order is the committee order.
+    function registerAggregator() external payable {
+        // INVARIANT: the committee is frozen once the task has started.
+        if (_started) revert TaskAlreadyStarted();
+        AggregatorState storage info = _aggregatorState[msg.sender];
+        // INVARIANT: one committee seat per address.
+        if (info.registered) revert AggregatorAlreadyRegistered(msg.sender);
+        // INVARIANT: every seat is backed by exactly the configured stake.
+        if (msg.value != _config.aggregatorStake) revert WrongValue(_config.aggregatorStake, msg.value);
+        uint256 index = _aggregators.length;
+        // INVARIANT: the committee size is bounded.
+        if (index >= MAX_AGGREGATORS) revert TooManyAggregators(MAX_AGGREGATORS);
+
+        info.registered = true;
+        info.index = uint32(index);
+        info.stake = msg.value;
+        _aggregators.push(msg.sender);
+        emit AggregatorRegistered(msg.sender, index, msg.value);
+    }
+
+    /// @notice Registers the caller as a client; allowed at any time, once per address.
+    function registerClient() external {
+        ClientState storage c = _clients[msg.sender];
+        // INVARIANT: one registration per address.
+        if (c.registered) revert ClientAlreadyRegistered(msg.sender);
+        c.registered = true;
+        emit ClientRegistered(msg.sender);
+    }
+
+    /// @notice Freezes the committee and opens round 1 at the current block.
+    function start() external onlyOwner {
+        // INVARIANT: the task starts once.
+        if (_started) revert TaskAlreadyStarted();
+        // INVARIANT: someone must be able to aggregate.
+        if (_aggregators.length == 0) revert NoAggregators();
+        _started = true;
+        _currentRound = 1;
+        _rounds[1].openBlock = uint64(block.number);
+        emit TaskStarted(_aggregators.length, block.number);
+        emit RoundOpened(1, block.number);
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Round protocol
+    // ------------------------------------------------------------------------------------
+
+    /// @notice Registers the caller's update for `round`. The payload is stored off-chain
+    ///         under `digest`; its index is its position in registration order.
+    /// @dev Collection closes when maxUpdates is reached, or once minUpdates is reached and
+    ///      block.number >= max(openBlock + collectWindow, block of the minUpdates-th update).
+    /// @param round Must be the current round.
+    /// @param digest SHA-256 of the canonical update bytes (non-zero).
+    /// @param numSamples Local training-set size used for weighting (non-zero).
+    function submitUpdate(uint256 round, bytes32 digest, uint64 numSamples) external {
+        RoundState storage rs = _currentRoundState(round);
+        ClientState storage c = _clients[msg.sender];
+        // INVARIANT: only registered clients contribute updates.
+        if (!c.registered) revert NotClient(msg.sender);
+        // INVARIANT: updates are accepted only while collection is open.
+        if (_collectionClosed(rs)) revert CollectionClosed(round, rs.closeBlock);
+        // INVARIANT: at most one update per client per round.
+        if (c.lastRound == round) revert UpdateAlreadySubmitted(round, msg.sender);
+        // INVARIANT: an update carries weight.
+        if (numSamples == 0) revert ZeroSamples();
+        // INVARIANT: an update is content-addressed.
+        if (digest == bytes32(0)) revert ZeroDigest();
+
+        uint32 index = rs.updateCount;
+        uint32 count = index + 1;
+        _updates[round][index] = Update({client: msg.sender, numSamples: numSamples, digest: digest});
+        rs.updateCount = count;
+        c.lastRound = uint64(round);
+        if (count == _config.minUpdates) {
+            uint256 windowEnd = uint256(rs.openBlock) + _config.collectWindow;
+            rs.closeBlock = uint64(windowEnd > block.number ? windowEnd : block.number);
+        }
+        if (count == _config.maxUpdates) {
+            rs.closeBlock = uint64(block.number);
+        }
+        emit UpdateSubmitted(round, index, msg.sender, digest, numSamples);
+    }
+
+    /// @notice Submits the aggregate for the current attempt of `round`, bonding exactly
+    ///         `aggregateBond`. Opens the challenge window until submitBlock + challengeWindow.
+    /// @param round Must be the current round, with collection closed.
+    /// @param digest SHA-256 of the canonical bytes of the new global model (non-zero).
+    function submitAggregate(uint256 round, bytes32 digest) external payable {
+        RoundState storage rs = _currentRoundState(round);
+        // INVARIANT: aggregation starts only after collection has closed.
+        if (!_collectionClosed(rs)) revert CollectionNotClosed(round, rs.updateCount, rs.closeBlock);
+        // INVARIANT: one aggregate per attempt.
+        if (rs.status != Phase.Pending) revert AggregateAlreadySubmitted(round, rs.attempt);
+        (address chosen, uint256 deadline) = _chosen(round, rs);
+        // INVARIANT: only the aggregator the contract chose for this attempt may submit.
+        if (msg.sender != chosen) revert NotChosenAggregator(msg.sender, chosen);
+        // INVARIANT: the chosen aggregator's slot ends at its deadline (inclusive).
+        if (block.number > deadline) revert SubmitDeadlinePassed(round, rs.attempt, deadline);
+        // INVARIANT: every aggregate is backed by exactly the configured bond.
+        if (msg.value != _config.aggregateBond) revert WrongValue(_config.aggregateBond, msg.value);
+        // INVARIANT: the aggregate is content-addressed.
+        if (digest == bytes32(0)) revert ZeroDigest();
+
+        rs.status = Phase.Submitted;
+        rs.aggregator = msg.sender;
+        rs.submitBlock = uint64(block.number);
+        rs.aggregateDigest = digest;
+        emit AggregateSubmitted(round, rs.attempt, msg.sender, digest, block.number + _config.challengeWindow);
+    }
+
+    /// @notice Moves `round` to its next attempt after the chosen aggregator missed its
+    ///         deadline, moving min(timeoutPenalty, stake) of the laggard's stake to the
+    ///         owner's credits. An aggregator whose stake falls below `aggregatorStake` is
+    ///         skipped by the rotation until it calls `topUpStake`. Callable by anyone.
+    /// @param round Must be the current round, aggregating, with no submission this attempt.
+    function advanceAttempt(uint256 round) external {
+        RoundState storage rs = _currentRoundState(round);
+        // INVARIANT: attempts exist only once collection has closed.
+        if (!_collectionClosed(rs)) revert CollectionNotClosed(round, rs.updateCount, rs.closeBlock);
+        // INVARIANT: a submitted aggregate is never skipped.
+        if (rs.status != Phase.Pending) revert AggregateAlreadySubmitted(round, rs.attempt);
+        (address laggard, uint256 deadline) = _chosen(round, rs);
+        // INVARIANT: the chosen aggregator keeps its slot until the deadline has passed.
+        if (block.number <= deadline) revert DeadlineNotPassed(round, rs.attempt, deadline);
+
+        uint256 penalty;
+        if (laggard != address(0)) {
+            AggregatorState storage info = _aggregatorState[laggard];
+            penalty = _config.timeoutPenalty < info.stake ? _config.timeoutPenalty : info.stake;
+            info.stake -= penalty;
+            credits[owner()] += penalty;
+        }
+        uint32 newAttempt = rs.attempt + 1;
+        rs.attempt = newAttempt;
+        rs.attemptStart = uint64(block.number);
+        emit AttemptAdvanced(round, newAttempt, laggard, penalty);
+    }
+
+    /// @notice Makes the submitted aggregate of `round` the global model once its challenge
+    ///         window has passed, credits the bond back to the submitter and opens the next
+    ///         round (or completes the task). Callable by anyone.
+    /// @param round Must be the current round with a submitted aggregate.
+    function finalize(uint256 round) external {
+        // INVARIANT: a finalized round is immutable.
+        if (_rounds[round].status == Phase.Finalized) revert RoundAlreadyFinalized(round);
+        RoundState storage rs = _currentRoundState(round);
+        // INVARIANT: only a submitted (and undisputed) aggregate can be finalized.
+        if (rs.status != Phase.Submitted) revert NoAggregateSubmitted(round);
+        uint256 challengeDeadline = uint256(rs.submitBlock) + _config.challengeWindow;
+        // INVARIANT: challenges are allowed iff block.number <= challengeDeadline, so
+        // finalization waits until the window has fully passed.
+        if (block.number <= challengeDeadline) revert ChallengeWindowOpen(round, challengeDeadline);
+
+        bytes32 digest = rs.aggregateDigest;
+        address aggregator = rs.aggregator;
+        rs.status = Phase.Finalized;
+        _globalModelDigest = digest;
+        credits[aggregator] += _config.aggregateBond;
+        emit RoundFinalized(round, digest, aggregator);
+
+        if (round == _config.numRounds) {
+            _completed = true;
+            emit TaskCompleted(round, digest);
+        } else {
+            uint256 next = round + 1;
+            _currentRound = uint64(next);
+            _rounds[next].openBlock = uint64(block.number);
+            emit RoundOpened(next, block.number);
+        }
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Stakes and payments
+    // ------------------------------------------------------------------------------------
+
+    /// @notice Adds `msg.value` to the caller's aggregator stake. Restoring the stake to at
+    ///         least `aggregatorStake` re-activates the aggregator for attempts that start
+    ///         after this block.
+    function topUpStake() external payable {
+        AggregatorState storage info = _aggregatorState[msg.sender];
+        // INVARIANT: only committee members hold stakes.
+        if (!info.registered) revert NotAggregator(msg.sender);
+        // INVARIANT: a slashed aggregator never re-enters the rotation.
+        if (info.slashed) revert AggregatorIsSlashed(msg.sender);
+        // INVARIANT: a top-up adds value.
+        if (msg.value == 0) revert ZeroValue();
+        uint256 threshold = _config.aggregatorStake;
+        bool wasActive = info.stake >= threshold;
+        uint256 newStake = info.stake + msg.value;
+        info.stake = newStake;
+        bool active = newStake >= threshold;
+        if (active && !wasActive) info.activeFrom = uint64(block.number);
+        emit StakeToppedUp(msg.sender, msg.value, newStake, active);
+    }
+
+    /// @notice After the task has completed, moves the caller's remaining stake to its
+    ///         credits (then `withdraw`).
+    function releaseStake() external {
+        // INVARIANT: stakes back the protocol until the last round is final.
+        if (!_completed) revert TaskNotCompleted();
+        AggregatorState storage info = _aggregatorState[msg.sender];
+        uint256 amount = info.stake;
+        // INVARIANT: nothing to release means nothing happens.
+        if (amount == 0) revert NothingToWithdraw(msg.sender);
+        info.stake = 0;
+        credits[msg.sender] += amount;
+        emit StakeReleased(msg.sender, amount);
+    }
+
+    /// @notice Pays the caller all of its credits.
+    function withdraw() external nonReentrant {
+        uint256 amount = credits[msg.sender];
+        // INVARIANT: a withdrawal moves a positive amount.
+        if (amount == 0) revert NothingToWithdraw(msg.sender);
+        credits[msg.sender] = 0;
+        emit Withdrawal(msg.sender, amount);
+        (bool ok,) = payable(msg.sender).call{value: amount}("");
+        // INVARIANT: a failed transfer leaves the credits in place (the whole call reverts).
+        if (!ok) revert TransferFailed(msg.sender, amount);
+    }
+
+    /// @notice Disabled: penalties are credited to the owner, so the task must keep one.
+    function renounceOwnership() public view override onlyOwner {
+        revert RenounceDisabled();
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Views
+    // ------------------------------------------------------------------------------------
+
+    /// @notice The aggregator chosen for the current attempt of the current round, the
+    ///         attempt number and the last block at which it may submit. `aggregator` is
+    ///         address(0) if no committee member is eligible for this attempt (then anyone
+    ///         may `advanceAttempt` after the deadline).
+    function currentAggregator() external view returns (address aggregator, uint256 attempt, uint256 deadlineBlock) {
+        uint256 round = _currentRound;
+        RoundState storage rs = _currentRoundState(round);
+        // INVARIANT: no aggregator is chosen while collection is open.
+        if (!_collectionClosed(rs)) revert CollectionNotClosed(round, rs.updateCount, rs.closeBlock);
+        (aggregator, deadlineBlock) = _chosen(round, rs);
+        attempt = rs.attempt;
+    }
+
+    /// @notice The current round (1-based); 0 before `start`, numRounds after completion.
+    function currentRound() external view returns (uint256) {
+        return _currentRound;
+    }
+
+    /// @notice Whether `start` has been called.
+    function taskStarted() external view returns (bool) {
+        return _started;
+    }
+
+    /// @notice Whether the last round has been finalized.
+    function taskCompleted() external view returns (bool) {
+        return _completed;
+    }
+
+    /// @notice Digest of the latest finalized global model (the initial model before).
+    function globalModelDigest() external view returns (bytes32) {
+        return _globalModelDigest;
+    }
+
+    /// @notice Digest finalized for `round`, or zero if the round is not finalized.
+    function roundDigest(uint256 round) external view returns (bytes32) {
+        RoundState storage rs = _rounds[round];
+        return rs.status == Phase.Finalized ? rs.aggregateDigest : bytes32(0);
+    }
+
+    /// @notice Current phase of `round` (Pending for rounds not opened yet).
+    function phase(uint256 round) public view returns (Phase) {
+        if (round == 0 || round > _currentRound) return Phase.Pending;
+        RoundState storage rs = _rounds[round];
+        if (rs.status != Phase.Pending) return rs.status;
+        return _collectionClosed(rs) ? Phase.Aggregating : Phase.Collecting;
+    }
+
+    /// @notice Full state of `round` with lazily derived fields resolved.
+    function getRound(uint256 round) external view returns (RoundInfo memory info) {
+        RoundState storage rs = _rounds[round];
+        info.phase = phase(round);
+        if (info.phase == Phase.Pending) return info;
+        bool closed = _collectionClosed(rs);
+        uint64 attemptStart = rs.attempt == 0 ? rs.closeBlock : rs.attemptStart;
+        info.openBlock = rs.openBlock;
+        info.closeBlock = rs.closeBlock;
+        info.collectionClosed = closed;
+        info.updateCount = rs.updateCount;
+        info.attempt = rs.attempt;
+        info.attemptStart = closed ? attemptStart : 0;
+        info.deadlineBlock = closed ? attemptStart + uint64(_config.submitTimeout) : 0;
+        info.finalized = rs.status == Phase.Finalized;
+        if (rs.status != Phase.Pending) {
+            info.aggregator = rs.aggregator;
+            info.aggregateDigest = rs.aggregateDigest;
+            info.submitBlock = rs.submitBlock;
+            info.challengeDeadline = rs.submitBlock + uint64(_config.challengeWindow);
+            info.submissionAttempt = rs.attempt;
+            info.submissionUpdateCount = rs.updateCount;
+        }
+    }
+
+    /// @notice Updates registered for `round`, in registration order.
+    function getUpdates(uint256 round)
+        external
+        view
+        returns (address[] memory clients, bytes32[] memory digests, uint64[] memory numSamples)
+    {
+        uint256 n = _rounds[round].updateCount;
+        clients = new address[](n);
+        digests = new bytes32[](n);
+        numSamples = new uint64[](n);
+        mapping(uint256 => Update) storage ups = _updates[round];
+        for (uint256 i = 0; i < n; ++i) {
+            Update storage u = ups[i];
+            clients[i] = u.client;
+            digests[i] = u.digest;
+            numSamples[i] = u.numSamples;
+        }
+    }
+
+    /// @notice Number of updates registered for `round`.
+    function updateCount(uint256 round) external view returns (uint256) {
+        return _rounds[round].updateCount;
+    }
+
+    /// @notice The committee in registration order.
+    function aggregators() external view returns (address[] memory) {
+        return _aggregators;
+    }
+
+    /// @notice Stake and status of `account` as an aggregator. `active` means the stake is at
+    ///         least `aggregatorStake` and it is not slashed; `activeFrom` is the block of its
+    ///         last re-activation (it is eligible for attempts starting after that block).
+    function aggregatorInfo(address account)
+        external
+        view
+        returns (bool registered, bool active, bool slashed, uint256 stake, uint256 index, uint256 activeFrom)
+    {
+        AggregatorState storage info = _aggregatorState[account];
+        return (
+            info.registered,
+            _isActive(info),
+            info.slashed,
+            info.stake,
+            info.index,
+            info.activeFrom
+        );
+    }
+
+    /// @notice Whether `account` is a registered client.
+    function isClient(address account) external view returns (bool) {
+        return _clients[account].registered;
+    }
+
+    /// @notice The task parameters.
+    function config() external view returns (TaskConfig memory) {
+        return _config;
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Internals
+    // ------------------------------------------------------------------------------------
+
+    /// @dev Storage of `round`, which must be the current round of a running task.
+    function _currentRoundState(uint256 round) private view returns (RoundState storage) {
+        // INVARIANT: nothing happens in rounds before the task starts.
+        if (!_started) revert TaskNotStarted();
+        // INVARIANT: nothing happens in rounds after the task completes.
+        if (_completed) revert TaskAlreadyCompleted();
+        // INVARIANT: only the current round is open.
+        if (round != _currentRound) revert RoundNotOpen(round, _currentRound);
+        return _rounds[round];
+    }
+
+    function _collectionClosed(RoundState storage rs) private view returns (bool) {
+        uint256 closeBlock = rs.closeBlock;
+        return closeBlock != 0 && block.number >= closeBlock;
+    }
+
+    function _isActive(AggregatorState storage info) private view returns (bool) {
+        return info.registered && !info.slashed && info.stake >= _config.aggregatorStake;
+    }
+
+    /// @dev Chosen aggregator and deadline for the current attempt of `round` (collection must
+    ///      be closed). Walks forward cyclically from the rotation start index to the first
+    ///      aggregator that is active and was already active when the attempt started, so a
+    ///      mid-attempt top-up never changes who is chosen.
+    function _chosen(uint256 round, RoundState storage rs) private view returns (address chosen, uint256 deadline) {
+        uint256 attempt = rs.attempt;
+        uint256 attemptStart = attempt == 0 ? rs.closeBlock : rs.attemptStart;
+        deadline = attemptStart + _config.submitTimeout;
+        uint256 n = _aggregators.length;
+        uint256 first = Rotation.startIndex(_config.rotationPolicy, _config.rotationSeed, round, attempt, n);
+        for (uint256 i = 0; i < n; ++i) {
+            address candidate = _aggregators[(first + i) % n];
+            AggregatorState storage info = _aggregatorState[candidate];
+            if (_isActive(info) && info.activeFrom < attemptStart) return (candidate, deadline);
+        }
+        return (address(0), deadline);
+    }
+}

@@ -1,0 +1,668 @@
+"""Typed Python face of the ``FedChainTask`` Solidity contract (one deployment = one FL task).
+
+Loads the committed artifact ``contracts/build/FedChainTask.json`` (no compiler at run time),
+wraps every external function, converts results into frozen dataclasses and maps every Solidity
+custom error to a :class:`~fedchain.errors.ContractRevert` subclass of the same name, e.g.::
+
+    from fedchain.contract import RoundNotOpen, TaskContract
+    try:
+        task.submit_update(client, round=3, digest=d, num_samples=100)
+    except RoundNotOpen as exc:
+        print(exc.error_args["currentRound"])
+
+Transaction methods return the receipt; their gas is recorded in ``chain.gas`` under the
+Solidity function name (``submitUpdate``, ``submitAggregate``, ``finalize``, ...).
+
+Block timing: views (``phase``, ``current_aggregator``, ...) are evaluated at the latest mined
+block ``b``, while a transaction sent now executes in block ``b + 1``. All windows are inclusive
+on the contract side as follows: updates are accepted while ``block.number < closeBlock``; the
+chosen aggregator may submit while ``block.number <= deadline_block``; ``advanceAttempt`` needs
+``block.number > deadline_block``; challenges (future) are allowed while ``block.number <=
+challenge_deadline`` and ``finalize`` needs ``block.number > challenge_deadline``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import astuple, dataclass
+from enum import IntEnum
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from eth_abi.abi import encode as abi_encode
+from eth_account.signers.local import LocalAccount
+from eth_utils.address import to_checksum_address
+from eth_utils.crypto import keccak
+
+from fedchain.chain import Chain, register_error_class
+from fedchain.errors import ConfigError, ContractRevert
+
+ARTIFACT_PATH = Path(__file__).resolve().parent.parent / "contracts" / "build" / "FedChainTask.json"
+ZERO_ADDRESS = "0x0000000000000000000000000000000000000000"
+ZERO_DIGEST = bytes(32)
+
+
+# ----------------------------------------------------------------------------------------
+# Artifact
+# ----------------------------------------------------------------------------------------
+
+
+@cache
+def _load_artifact(path: str) -> dict[str, Any]:
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(
+            f"contract artifact {file} is missing; run `make compile` (python -m fedchain.compile)"
+        )
+    artifact: dict[str, Any] = json.loads(file.read_text("utf-8"))
+    return artifact
+
+
+def load_artifact(path: Path | str | None = None) -> dict[str, Any]:
+    """The compiled ``FedChainTask`` artifact (abi, bytecode, ...). Cached per path."""
+    return _load_artifact(str(path or ARTIFACT_PATH))
+
+
+# ----------------------------------------------------------------------------------------
+# Enums and value types
+# ----------------------------------------------------------------------------------------
+
+
+class Phase(IntEnum):
+    """Round lifecycle (mirrors ``FedChainTask.Phase``)."""
+
+    PENDING = 0  # not opened yet
+    COLLECTING = 1  # clients submit updates
+    AGGREGATING = 2  # collection closed; the chosen aggregator may submit
+    SUBMITTED = 3  # aggregate submitted; challenge window running / awaiting finalize
+    DISPUTED = 4  # reserved for the challenge + PBFT certificate path
+    FINALIZED = 5
+
+
+class RotationPolicy(IntEnum):
+    ROUND_ROBIN = 0
+    SEEDED_RANDOM = 1
+
+
+def _digest(name: str, value: bytes) -> bytes:
+    if not isinstance(value, bytes | bytearray) or len(value) != 32:
+        raise ConfigError(f"{name} must be 32 bytes, got {value!r}")
+    return bytes(value)
+
+
+def _uint(name: str, value: int, bits: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**bits:
+        raise ConfigError(f"{name} must be an integer in [0, 2**{bits}), got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """Mirror of the Solidity ``TaskConfig`` struct. Windows are in blocks, money in wei.
+
+    Only encoding constraints (32-byte digests, integer ranges) are checked here; the protocol
+    rules (rounds > 0, 0 < min <= max, windows > 0, policy <= 1) are enforced by the contract
+    constructor and surface as typed reverts (:class:`InvalidWindow`, ...).
+    """
+
+    initial_model_digest: bytes
+    rule_id: bytes = ZERO_DIGEST
+    rule_params_hash: bytes = ZERO_DIGEST
+    num_rounds: int = 1
+    min_updates: int = 1
+    max_updates: int = 1
+    collect_window: int = 10
+    submit_timeout: int = 10
+    challenge_window: int = 10
+    rotation_policy: int = RotationPolicy.ROUND_ROBIN
+    rotation_seed: bytes = ZERO_DIGEST
+    aggregator_stake: int = 0
+    aggregate_bond: int = 0
+    challenge_bond: int = 0
+    timeout_penalty: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("initial_model_digest", "rule_id", "rule_params_hash", "rotation_seed"):
+            object.__setattr__(self, name, _digest(name, getattr(self, name)))
+        for name in (
+            "num_rounds",
+            "min_updates",
+            "max_updates",
+            "collect_window",
+            "submit_timeout",
+            "challenge_window",
+        ):
+            _uint(name, getattr(self, name), 32)
+        _uint("rotation_policy", int(self.rotation_policy), 8)
+        object.__setattr__(self, "rotation_policy", int(self.rotation_policy))
+        for name in ("aggregator_stake", "aggregate_bond", "challenge_bond", "timeout_penalty"):
+            _uint(name, getattr(self, name), 256)
+
+    def as_tuple(self) -> tuple[Any, ...]:
+        """ABI encoding order of the Solidity struct."""
+        return astuple(self)
+
+    @classmethod
+    def from_tuple(cls, values: Any) -> TaskConfig:
+        return cls(*values)
+
+
+@dataclass(frozen=True)
+class RoundInfo:
+    """Mirror of ``FedChainTask.RoundInfo`` (lazily derived fields already resolved)."""
+
+    phase: Phase
+    open_block: int
+    close_block: int  # 0 until minUpdates is reached; may lie in the future
+    collection_closed: bool
+    update_count: int
+    attempt: int
+    attempt_start: int  # close_block for attempt 0; 0 while collecting
+    deadline_block: int  # attempt_start + submit_timeout; 0 while collecting
+    aggregator: str | None  # submitter of the current aggregate, None if none
+    aggregate_digest: bytes
+    submit_block: int
+    challenge_deadline: int  # submit_block + challenge_window; 0 without a submission
+    submission_attempt: int
+    submission_update_count: int
+    finalized: bool
+
+    @classmethod
+    def from_tuple(cls, values: Any) -> RoundInfo:
+        v = list(values)
+        v[0] = Phase(v[0])
+        v[8] = _opt_address(v[8])
+        v[9] = bytes(v[9])
+        return cls(*v)
+
+
+@dataclass(frozen=True)
+class RegisteredUpdate:
+    """One client update registered on-chain for a round (index = registration order)."""
+
+    index: int
+    client: str
+    digest: bytes
+    num_samples: int
+
+
+@dataclass(frozen=True)
+class ChosenAggregator:
+    """The aggregator the contract chose for the current attempt of the current round.
+
+    ``address`` is None when no committee member is eligible for this attempt; anyone may then
+    call ``advanceAttempt`` once ``deadline_block`` has passed.
+    """
+
+    address: str | None
+    attempt: int
+    deadline_block: int
+
+
+@dataclass(frozen=True)
+class AggregatorInfo:
+    address: str
+    registered: bool
+    active: bool
+    slashed: bool
+    stake: int
+    index: int
+    active_from: int  # eligible for attempts starting strictly after this block
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """One decoded contract event from a receipt."""
+
+    name: str
+    args: dict[str, Any]
+    block_number: int
+    log_index: int
+
+
+def _opt_address(value: str) -> str | None:
+    return None if int(value, 16) == 0 else to_checksum_address(value)
+
+
+def rotation_start_index(policy: int, seed: bytes, round: int, attempt: int, n: int) -> int:
+    """Python mirror of ``Rotation.startIndex``: where the eligibility walk starts."""
+    if n <= 0:
+        raise ValueError("committee is empty")
+    if policy == RotationPolicy.ROUND_ROBIN:
+        return (round - 1 + attempt) % n
+    if policy == RotationPolicy.SEEDED_RANDOM:
+        encoded = abi_encode(["bytes32", "uint256", "uint256"], [seed, round, attempt])
+        return int.from_bytes(keccak(encoded), "big") % n
+    raise ValueError(f"unknown rotation policy {policy}")
+
+
+# ----------------------------------------------------------------------------------------
+# Typed reverts: one class per custom error in the ABI (tests/test_contract.py checks this
+# list against the artifact). ``params`` lists the Solidity parameter names, which are the
+# keys of ``error_args``.
+# ----------------------------------------------------------------------------------------
+
+
+class TaskRevert(ContractRevert):
+    """Base class of every ``FedChainTask`` custom error."""
+
+    params: tuple[str, ...] = ()
+
+
+class AggregateAlreadySubmitted(TaskRevert):
+    """The current attempt already has an aggregate."""
+
+    error_name = "AggregateAlreadySubmitted"
+    params = ("round", "attempt")
+
+
+class AggregatorAlreadyRegistered(TaskRevert):
+    error_name = "AggregatorAlreadyRegistered"
+    params = ("account",)
+
+
+class AggregatorIsSlashed(TaskRevert):
+    error_name = "AggregatorIsSlashed"
+    params = ("account",)
+
+
+class ChallengeWindowOpen(TaskRevert):
+    """``finalize`` called while block.number <= challengeDeadline."""
+
+    error_name = "ChallengeWindowOpen"
+    params = ("round", "challengeDeadline")
+
+
+class ClientAlreadyRegistered(TaskRevert):
+    error_name = "ClientAlreadyRegistered"
+    params = ("account",)
+
+
+class CollectionClosed(TaskRevert):
+    """An update arrived after collection closed."""
+
+    error_name = "CollectionClosed"
+    params = ("round", "closeBlock")
+
+
+class CollectionNotClosed(TaskRevert):
+    """Aggregation-phase call while the round is still collecting updates."""
+
+    error_name = "CollectionNotClosed"
+    params = ("round", "updateCount", "closeBlock")
+
+
+class DeadlineNotPassed(TaskRevert):
+    """``advanceAttempt`` before the chosen aggregator's deadline has passed."""
+
+    error_name = "DeadlineNotPassed"
+    params = ("round", "attempt", "deadlineBlock")
+
+
+class InvalidNumRounds(TaskRevert):
+    error_name = "InvalidNumRounds"
+    params = ("numRounds",)
+
+
+class InvalidRotationPolicy(TaskRevert):
+    error_name = "InvalidRotationPolicy"
+    params = ("policy",)
+
+
+class InvalidUpdateBounds(TaskRevert):
+    error_name = "InvalidUpdateBounds"
+    params = ("minUpdates", "maxUpdates")
+
+
+class InvalidWindow(TaskRevert):
+    error_name = "InvalidWindow"
+    params = ("collectWindow", "submitTimeout", "challengeWindow")
+
+
+class NoAggregateSubmitted(TaskRevert):
+    error_name = "NoAggregateSubmitted"
+    params = ("round",)
+
+
+class NoAggregators(TaskRevert):
+    error_name = "NoAggregators"
+
+
+class NotAggregator(TaskRevert):
+    error_name = "NotAggregator"
+    params = ("account",)
+
+
+class NotChosenAggregator(TaskRevert):
+    error_name = "NotChosenAggregator"
+    params = ("caller", "chosen")
+
+
+class NotClient(TaskRevert):
+    error_name = "NotClient"
+    params = ("account",)
+
+
+class NothingToWithdraw(TaskRevert):
+    error_name = "NothingToWithdraw"
+    params = ("account",)
+
+
+class OwnableInvalidOwner(TaskRevert):
+    error_name = "OwnableInvalidOwner"
+    params = ("owner",)
+
+
+class OwnableUnauthorizedAccount(TaskRevert):
+    """An owner-only function was called by someone else."""
+
+    error_name = "OwnableUnauthorizedAccount"
+    params = ("account",)
+
+
+class ReentrancyGuardReentrantCall(TaskRevert):
+    error_name = "ReentrancyGuardReentrantCall"
+
+
+class RenounceDisabled(TaskRevert):
+    error_name = "RenounceDisabled"
+
+
+class RoundAlreadyFinalized(TaskRevert):
+    error_name = "RoundAlreadyFinalized"
+    params = ("round",)
+
+
+class RoundNotOpen(TaskRevert):
+    """The call names a round other than the current one."""
+
+    error_name = "RoundNotOpen"
+    params = ("round", "currentRound")
+
+
+class SubmitDeadlinePassed(TaskRevert):
+    error_name = "SubmitDeadlinePassed"
+    params = ("round", "attempt", "deadlineBlock")
+
+
+class TaskAlreadyCompleted(TaskRevert):
+    error_name = "TaskAlreadyCompleted"
+
+
+class TaskAlreadyStarted(TaskRevert):
+    error_name = "TaskAlreadyStarted"
+
+
+class TaskNotCompleted(TaskRevert):
+    error_name = "TaskNotCompleted"
+
+
+class TaskNotStarted(TaskRevert):
+    error_name = "TaskNotStarted"
+
+
+class TooManyAggregators(TaskRevert):
+    error_name = "TooManyAggregators"
+    params = ("max",)
+
+
+class TransferFailed(TaskRevert):
+    error_name = "TransferFailed"
+    params = ("to", "amount")
+
+
+class UpdateAlreadySubmitted(TaskRevert):
+    error_name = "UpdateAlreadySubmitted"
+    params = ("round", "client")
+
+
+class WrongValue(TaskRevert):
+    """``msg.value`` differs from the configured stake / bond."""
+
+    error_name = "WrongValue"
+    params = ("expected", "actual")
+
+
+class ZeroDigest(TaskRevert):
+    error_name = "ZeroDigest"
+
+
+class ZeroSamples(TaskRevert):
+    error_name = "ZeroSamples"
+
+
+class ZeroValue(TaskRevert):
+    error_name = "ZeroValue"
+
+
+#: Solidity error name -> Python class, for every custom error of ``FedChainTask``.
+ERROR_CLASSES: dict[str, type[TaskRevert]] = {
+    cls.error_name: cls
+    for cls in (
+        AggregateAlreadySubmitted,
+        AggregatorAlreadyRegistered,
+        AggregatorIsSlashed,
+        ChallengeWindowOpen,
+        ClientAlreadyRegistered,
+        CollectionClosed,
+        CollectionNotClosed,
+        DeadlineNotPassed,
+        InvalidNumRounds,
+        InvalidRotationPolicy,
+        InvalidUpdateBounds,
+        InvalidWindow,
+        NoAggregateSubmitted,
+        NoAggregators,
+        NotAggregator,
+        NotChosenAggregator,
+        NotClient,
+        NothingToWithdraw,
+        OwnableInvalidOwner,
+        OwnableUnauthorizedAccount,
+        ReentrancyGuardReentrantCall,
+        RenounceDisabled,
+        RoundAlreadyFinalized,
+        RoundNotOpen,
+        SubmitDeadlinePassed,
+        TaskAlreadyCompleted,
+        TaskAlreadyStarted,
+        TaskNotCompleted,
+        TaskNotStarted,
+        TooManyAggregators,
+        TransferFailed,
+        UpdateAlreadySubmitted,
+        WrongValue,
+        ZeroDigest,
+        ZeroSamples,
+        ZeroValue,
+    )
+}
+for _cls in ERROR_CLASSES.values():
+    register_error_class(_cls)
+del _cls
+
+
+# ----------------------------------------------------------------------------------------
+# Contract wrapper
+# ----------------------------------------------------------------------------------------
+
+
+class TaskContract:
+    """One deployed ``FedChainTask``. Build with :meth:`deploy` or :meth:`at`."""
+
+    def __init__(self, chain: Chain, address: str, artifact: dict[str, Any] | None = None) -> None:
+        self.chain = chain
+        self.artifact = artifact or load_artifact()
+        self.address: str = to_checksum_address(address)
+        self.contract: Any = chain.w3.eth.contract(address=self.address, abi=self.artifact["abi"])
+        self.deploy_receipt: Any = None
+        self._config: TaskConfig | None = None
+        self._events_by_topic: dict[bytes, str] | None = None
+
+    @classmethod
+    def deploy(cls, chain: Chain, deployer: LocalAccount, config: TaskConfig) -> TaskContract:
+        """Deploy a new task owned by ``deployer`` (gas recorded as ``deploy``)."""
+        artifact = load_artifact()
+        address, receipt = chain.deploy(
+            deployer, artifact["abi"], artifact["bytecode"], config.as_tuple(), op="deploy"
+        )
+        task = cls(chain, address, artifact)
+        task.deploy_receipt = receipt
+        task._config = config
+        return task
+
+    @classmethod
+    def at(cls, chain: Chain, address: str) -> TaskContract:
+        """Attach to an already deployed task."""
+        if not chain.w3.eth.get_code(to_checksum_address(address)):
+            raise ValueError(f"no contract code at {address}")
+        return cls(chain, address)
+
+    def __repr__(self) -> str:
+        return f"TaskContract({self.address})"
+
+    # -- transactions ---------------------------------------------------------------------
+
+    def _tx(self, acct: LocalAccount, name: str, *args: Any, value: int = 0) -> Any:
+        fn = getattr(self.contract.functions, name)(*args)
+        return self.chain.transact(acct, fn, name, value)
+
+    def register_aggregator(self, acct: LocalAccount, value: int | None = None) -> Any:
+        """Join the committee; sends ``aggregator_stake`` unless ``value`` is given."""
+        stake = self.config().aggregator_stake if value is None else value
+        return self._tx(acct, "registerAggregator", value=stake)
+
+    def register_client(self, acct: LocalAccount) -> Any:
+        return self._tx(acct, "registerClient")
+
+    def start(self, acct: LocalAccount) -> Any:
+        return self._tx(acct, "start")
+
+    def submit_update(self, acct: LocalAccount, round: int, digest: bytes, num_samples: int) -> Any:
+        return self._tx(acct, "submitUpdate", round, bytes(digest), num_samples)
+
+    def submit_aggregate(
+        self, acct: LocalAccount, round: int, digest: bytes, value: int | None = None
+    ) -> Any:
+        """Submit the aggregate; bonds ``aggregate_bond`` unless ``value`` is given."""
+        bond = self.config().aggregate_bond if value is None else value
+        return self._tx(acct, "submitAggregate", round, bytes(digest), value=bond)
+
+    def advance_attempt(self, acct: LocalAccount, round: int) -> Any:
+        return self._tx(acct, "advanceAttempt", round)
+
+    def finalize(self, acct: LocalAccount, round: int) -> Any:
+        return self._tx(acct, "finalize", round)
+
+    def withdraw(self, acct: LocalAccount) -> Any:
+        return self._tx(acct, "withdraw")
+
+    def top_up_stake(self, acct: LocalAccount, value: int) -> Any:
+        return self._tx(acct, "topUpStake", value=value)
+
+    def release_stake(self, acct: LocalAccount) -> Any:
+        return self._tx(acct, "releaseStake")
+
+    # -- views ----------------------------------------------------------------------------
+
+    def _call(self, name: str, *args: Any) -> Any:
+        return self.chain.call(getattr(self.contract.functions, name)(*args))
+
+    def current_round(self) -> int:
+        return int(self._call("currentRound"))
+
+    def task_started(self) -> bool:
+        return bool(self._call("taskStarted"))
+
+    def task_completed(self) -> bool:
+        return bool(self._call("taskCompleted"))
+
+    def global_model_digest(self) -> bytes:
+        return bytes(self._call("globalModelDigest"))
+
+    def round_digest(self, round: int) -> bytes:
+        """Finalized digest of ``round`` (32 zero bytes if not finalized)."""
+        return bytes(self._call("roundDigest", round))
+
+    def phase(self, round: int) -> Phase:
+        return Phase(self._call("phase", round))
+
+    def round_info(self, round: int) -> RoundInfo:
+        return RoundInfo.from_tuple(self._call("getRound", round))
+
+    def updates(self, round: int) -> list[RegisteredUpdate]:
+        clients, digests, samples = self._call("getUpdates", round)
+        return [
+            RegisteredUpdate(i, to_checksum_address(c), bytes(d), int(n))
+            for i, (c, d, n) in enumerate(zip(clients, digests, samples, strict=True))
+        ]
+
+    def update_count(self, round: int) -> int:
+        return int(self._call("updateCount", round))
+
+    def current_aggregator(self) -> ChosenAggregator:
+        """Raises :class:`CollectionNotClosed` while the current round is collecting."""
+        address, attempt, deadline = self._call("currentAggregator")
+        return ChosenAggregator(_opt_address(address), int(attempt), int(deadline))
+
+    def aggregators(self) -> list[str]:
+        return [to_checksum_address(a) for a in self._call("aggregators")]
+
+    def aggregator_info(self, address: str) -> AggregatorInfo:
+        registered, active, slashed, stake, index, active_from = self._call(
+            "aggregatorInfo", to_checksum_address(address)
+        )
+        return AggregatorInfo(
+            to_checksum_address(address),
+            bool(registered),
+            bool(active),
+            bool(slashed),
+            int(stake),
+            int(index),
+            int(active_from),
+        )
+
+    def is_client(self, address: str) -> bool:
+        return bool(self._call("isClient", to_checksum_address(address)))
+
+    def credits(self, address: str) -> int:
+        return int(self._call("credits", to_checksum_address(address)))
+
+    def owner(self) -> str:
+        return to_checksum_address(self._call("owner"))
+
+    def config(self) -> TaskConfig:
+        """The task parameters (read once from the chain, then cached: they are immutable)."""
+        if self._config is None:
+            self._config = TaskConfig.from_tuple(self._call("config"))
+        return self._config
+
+    def balance(self) -> int:
+        """Wei held by the contract."""
+        return self.chain.balance(self.address)
+
+    # -- events ---------------------------------------------------------------------------
+
+    def events(self, receipt: Any) -> list[EventRecord]:
+        """Decode this contract's events from ``receipt``, in log order."""
+        if self._events_by_topic is None:
+            self._events_by_topic = {}
+            for entry in self.artifact["abi"]:
+                if entry.get("type") == "event":
+                    types = ",".join(i["type"] for i in entry["inputs"])
+                    self._events_by_topic[keccak(text=f"{entry['name']}({types})")] = entry["name"]
+        records: list[EventRecord] = []
+        for log in receipt["logs"]:
+            if to_checksum_address(log["address"]) != self.address or not log["topics"]:
+                continue
+            name = self._events_by_topic.get(bytes(log["topics"][0]))
+            if name is None:
+                continue
+            decoded = getattr(self.contract.events, name)().process_log(log)
+            records.append(
+                EventRecord(
+                    name, dict(decoded["args"]), int(log["blockNumber"]), int(log["logIndex"])
+                )
+            )
+        return records
