@@ -10,7 +10,7 @@ NODE_STAMP := node_modules/.installed
 ARGS   ?=
 PYTEST_ARGS ?=
 # The pure cores are type-checked strictly (rules, codec, payloads, PBFT, client ML).
-MYPY_TARGETS := fedchain/codec.py fedchain/cid.py fedchain/fixedpoint.py fedchain/payloads.py \
+MYPY_TARGETS := fedchain/chain.py fedchain/contract.py fedchain/compile.py fedchain/codec.py fedchain/cid.py fedchain/fixedpoint.py fedchain/payloads.py \
 	fedchain/task.py fedchain/storage.py aggregators consensus clients/data.py \
 	clients/models.py clients/training.py clients/attacks.py
 
