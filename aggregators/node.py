@@ -94,9 +94,9 @@ class AggregatorNode:
     def step(self) -> list[AggregatorEvent]:
         """Do whatever the chain state asks of this node now; return what was done."""
         task = self.task
-        if not task.task_started() or task.task_completed():
-            return []
         round_ = task.current_round()
+        if round_ == 0:  # task not started
+            return []
         phase = task.phase(round_)
         if phase == Phase.AGGREGATING:
             return self._on_aggregating(round_)

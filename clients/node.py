@@ -86,11 +86,15 @@ class ClientNode:
         return False
 
     def step(self) -> list[ClientEvent]:
-        """Do whatever the chain state asks of this client now; return what was done."""
+        """Do whatever the chain state asks of this client now; return what was done.
+
+        An idle client costs one view call: the current round, which it has already
+        served (rounds only move forward, and a round it served never needs it again).
+        """
         task = self.task
-        if not task.task_started() or task.task_completed():
-            return []
         round_ = task.current_round()
+        if round_ == 0 or round_ in self._submitted:
+            return []
         if task.phase(round_) != Phase.COLLECTING or self.already_submitted(round_):
             return []
         return [self.submit_round(round_)]
