@@ -107,9 +107,7 @@ def tamper_drop(ctx: RoundContext, k: int = 1) -> bytes:
     kept = list(ctx.updates)
     for i in range(max(0, len(kept) - k), len(kept)):
         kept[i] = None
-    return execute_round(
-        ctx.manifest, ctx.round, ctx.global_payload, kept, ctx.num_samples
-    ).payload
+    return execute_round(ctx.manifest, ctx.round, ctx.global_payload, kept, ctx.num_samples).payload
 
 
 def tamper_substitute(ctx: RoundContext, index: int = 0, value: float = 1.0) -> bytes:
@@ -141,7 +139,7 @@ TAMPERS: dict[str, Tamper] = {
 #: Every publish behaviour: the tampers, plus honest, withhold and unavailable.
 PUBLISH_BEHAVIOURS = ("honest", "withhold", "unavailable", *TAMPERS)
 CHALLENGERS = ("honest", "frivolous", "never")
-PBFT_BEHAVIOURS = ("honest", "lying", "equivocating", "silent")
+PBFT_BEHAVIOURS = ("honest", "lying", "equivocating", "silent", "colluding")
 CRASH_PHASES = ("before-submit", "after-publish", "before-verify", "before-finalize")
 
 

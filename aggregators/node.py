@@ -6,12 +6,17 @@ One :meth:`AggregatorNode.step` reads the contract and does what the protocol as
   fetch exactly the registered updates, verify each against its on-chain digest (the store
   does), run the rule, publish the new global state and ``submitAggregate``;
 * the chosen aggregator let its deadline pass: ``advanceAttempt`` (anyone may);
-* another node submitted: re-execute the round and compare digests (a mismatch is recorded
-  as a fault; challenging it is the dispute path's job);
+* another node submitted: re-execute the round and compare digests; a mismatch or an
+  unavailable aggregate is challenged (bonded) inside the window;
 * the challenge window is over: ``finalize``.
 
-Nothing here is remembered that the chain does not also know, so a restarted node resumes
-from chain + storage state without double submissions.
+Its :class:`~aggregators.behaviours.Behaviour` can make it faulty in any of the threat
+model's ways. Nothing here is remembered that the chain does not also know, so a restarted
+node resumes from chain + storage state without double submissions.
+
+Block timing: views see the latest block ``b``; a transaction sent now executes in a later
+block (``b + 1`` on an automining chain). So the node submits or challenges only while
+``b + 1 <= deadline`` and advances or finalizes once ``b + 1 > deadline``.
 """
 
 from __future__ import annotations
@@ -22,18 +27,19 @@ from typing import Any
 
 from eth_account.signers.local import LocalAccount
 
+from aggregators.behaviours import HONEST, Behaviour, RoundContext
 from aggregators.execution import RoundResult, execute_round, rule_for
 from fedchain.chain import Chain
 from fedchain.cid import cid_from_digest, sha256_digest
-from fedchain.contract import Phase, TaskContract
-from fedchain.errors import ContractRevert, StorageError
+from fedchain.contract import Phase, RoundInfo, TaskContract
+from fedchain.errors import ContractRevert, FedchainError, StorageError
 from fedchain.metrics import PhaseClock
 from fedchain.storage import ContentStore
 from fedchain.task import TaskManifest
 
-#: A behaviour may replace the honest result's payload before publication (faulty aggregator).
-#: It returns the bytes to publish and whether to make them available in storage.
-PublishHook = Callable[[RoundResult], tuple[bytes, bool]]
+
+class NodeCrashed(FedchainError):
+    """Raised by a node whose behaviour makes it crash at this point (scenario runs)."""
 
 
 @dataclass
@@ -61,6 +67,13 @@ class Verification:
         return self.available and self.submitted == self.expected
 
 
+@dataclass
+class _RoundInputs:
+    global_payload: bytes
+    updates: list[bytes | None]
+    num_samples: list[int]
+
+
 class AggregatorNode:
     """One aggregator with its own key; computes, submits, verifies and finalizes rounds."""
 
@@ -74,7 +87,8 @@ class AggregatorNode:
         manifest: TaskManifest,
         *,
         clock: PhaseClock | None = None,
-        publish_hook: PublishHook | None = None,
+        behaviour: Behaviour = HONEST,
+        colluders: frozenset[str] = frozenset(),
     ) -> None:
         self.name = name
         self.account = account
@@ -85,9 +99,13 @@ class AggregatorNode:
         self.manifest = manifest
         self.rule = rule_for(manifest)
         self.clock = clock or PhaseClock()
-        self.publish_hook = publish_hook
+        self.behaviour = behaviour
+        self.colluders = colluders
         self.verifications: dict[tuple[int, int], Verification] = {}
-        self._cache: dict[tuple[int, bytes, tuple[bytes, ...]], RoundResult] = {}
+        self.withheld: set[tuple[int, int]] = set()
+        self.challenged: set[tuple[int, int]] = set()
+        self._cache: dict[tuple[int, bytes, tuple[bytes, ...]], tuple[RoundResult, _RoundInputs]]
+        self._cache = {}
 
     # -- protocol steps --------------------------------------------------------------------
 
@@ -104,65 +122,130 @@ class AggregatorNode:
             return self._on_submitted(round_)
         return []
 
+    def _crash_here(self, phase: str, round_: int) -> None:
+        b = self.behaviour
+        if b.crash_at == phase and (b.crash_round is None or b.crash_round == round_):
+            raise NodeCrashed(f"{self.name} crashed at {phase} in round {round_}")
+
     def _on_aggregating(self, round_: int) -> list[AggregatorEvent]:
         chosen = self.task.current_aggregator()
         block = self.chain.block_number()
-        if block > chosen.deadline_block:
-            return self._try(round_, "advanceAttempt", lambda: self.task.advance_attempt(
-                self.account, round_), {"laggard": chosen.address, "attempt": chosen.attempt})
-        if chosen.address != self.address:
+        if block + 1 > chosen.deadline_block:
+            return self._try(
+                round_,
+                "advanceAttempt",
+                lambda: self.task.advance_attempt(self.account, round_),
+                {"laggard": chosen.address, "attempt": chosen.attempt},
+            )
+        if chosen.address != self.address or (round_, chosen.attempt) in self.withheld:
             return []
-        result = self.compute(round_)
-        payload, available = result.payload, True
-        if self.publish_hook is not None:
-            payload, available = self.publish_hook(result)
-        digest = sha256_digest(payload)
-        if available:
+        self._crash_here("before-submit", round_)
+        result, inputs = self.compute(round_)
+        ctx = RoundContext(
+            self.manifest,
+            round_,
+            inputs.global_payload,
+            inputs.updates,
+            inputs.num_samples,
+            result,
+        )
+        publication = self.behaviour.publication(ctx)
+        if publication is None:
+            self.withheld.add((round_, chosen.attempt))
+            return [AggregatorEvent(round_, "withhold", {"attempt": chosen.attempt})]
+        digest = sha256_digest(publication.payload)
+        if publication.available:
             with self.clock.phase(round_, "publish"):
-                self.store.put(payload)
+                self.store.put(publication.payload)
+        self._crash_here("after-publish", round_)
         with self.clock.phase(round_, "submit"):
-            events = self._try(
+            return self._try(
                 round_,
                 "submitAggregate",
                 lambda: self.task.submit_aggregate(self.account, round_, digest),
                 {
                     "attempt": chosen.attempt,
                     "digest": digest.hex(),
-                    "honest": digest == result.digest,
+                    "honest": digest == result.digest and publication.available,
                     "included": list(result.included),
                     "excluded": {str(k): v for k, v in result.excluded.items()},
                 },
             )
-        return events
 
     def _on_submitted(self, round_: int) -> list[AggregatorEvent]:
         info = self.task.round_info(round_)
         events: list[AggregatorEvent] = []
-        key = (round_, info.attempt)
-        if info.aggregator != self.address and key not in self.verifications:
+        key = (round_, info.submission_attempt)
+        block = self.chain.block_number()
+        submitter = info.aggregator or ""
+        if submitter != self.address and key not in self.verifications:
+            self._crash_here("before-verify", round_)
             with self.clock.phase(round_, "verify"):
                 verification = self.verify(
-                    round_, info.submission_attempt, info.aggregator or "", info.aggregate_digest
+                    round_, info.submission_attempt, submitter, info.aggregate_digest
                 )
             self.verifications[key] = verification
             events.append(
                 AggregatorEvent(
                     round_,
                     "verify",
-                    {"attempt": info.attempt, "agrees": verification.agrees,
-                     "submitter": info.aggregator},
+                    {
+                        "attempt": info.submission_attempt,
+                        "agrees": verification.agrees,
+                        "submitter": submitter,
+                    },
                 )
             )
-        if self.chain.block_number() > info.challenge_deadline:
+        verification = self.verifications.get(key)
+        if (
+            verification is not None
+            and key not in self.challenged
+            and block + 1 <= info.challenge_deadline
+            and self.wants_to_challenge(verification)
+        ):
+            self.challenged.add(key)
+            events += self._try(
+                round_,
+                "challenge",
+                lambda: self.task.challenge(self.account, round_),
+                {
+                    "attempt": info.submission_attempt,
+                    "submitter": submitter,
+                    "agrees": verification.agrees,
+                },
+            )
+            return events
+        if block + 1 > info.challenge_deadline:
+            self._crash_here("before-finalize", round_)
             with self.clock.phase(round_, "finalize"):
                 events += self._try(
                     round_, "finalize", lambda: self.task.finalize(self.account, round_), {}
                 )
         return events
 
+    def wants_to_challenge(self, verification: Verification) -> bool:
+        """Honest nodes challenge exactly the aggregates they could not reproduce."""
+        mode = self.behaviour.challenger
+        if mode == "never":
+            return False
+        if mode == "frivolous":
+            return verification.agrees
+        if self.behaviour.pbft == "colluding" and verification.submitter in self.colluders:
+            return False
+        return not verification.agrees
+
+    def dispute_verdict(self, round_: int, attempt: int, digest: bytes) -> bool:
+        """This node's PBFT verdict for a disputed aggregate: True means faulty."""
+        info: RoundInfo = self.task.round_info(round_)
+        submitter = info.aggregator or ""
+        if self.behaviour.pbft == "colluding" and submitter in self.colluders:
+            return False
+        verification = self.verify(round_, attempt, submitter, digest)
+        return not verification.agrees
+
     # -- computation -----------------------------------------------------------------------
 
-    def compute(self, round_: int) -> RoundResult:
+    def compute(self, round_: int) -> tuple[RoundResult, _RoundInputs]:
         """Fetch the round's registered inputs and re-execute the rule (cached)."""
         with self.clock.phase(round_, "fetch"):
             global_digest = self.task.global_model_digest()
@@ -177,21 +260,17 @@ class AggregatorNode:
                     payloads.append(self.store.get(cid_from_digest(update.digest)))
                 except StorageError:
                     payloads.append(None)
+        inputs = _RoundInputs(global_payload, payloads, [u.num_samples for u in updates])
         with self.clock.phase(round_, "aggregate"):
             result = execute_round(
-                self.manifest,
-                round_,
-                global_payload,
-                payloads,
-                [u.num_samples for u in updates],
-                rule=self.rule,
+                self.manifest, round_, global_payload, payloads, inputs.num_samples, rule=self.rule
             )
-        self._cache = {key: result}
-        return result
+        self._cache = {key: (result, inputs)}
+        return result, inputs
 
     def verify(self, round_: int, attempt: int, submitter: str, submitted: bytes) -> Verification:
         """Re-execute round ``round_`` and compare with the submitted digest."""
-        expected = self.compute(round_)
+        expected, _ = self.compute(round_)
         available = self.store.has(cid_from_digest(submitted))
         return Verification(round_, attempt, submitter, submitted, expected.digest, available)
 
@@ -207,4 +286,5 @@ class AggregatorNode:
             return [AggregatorEvent(round_, f"{action}-refused", {"error": exc.error_name})]
         detail = dict(detail)
         detail["gas"] = int(receipt["gasUsed"]) if receipt is not None else None
+        detail["block"] = int(receipt["blockNumber"]) if receipt is not None else None
         return [AggregatorEvent(round_, action, detail)]

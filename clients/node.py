@@ -29,8 +29,8 @@ from fedchain.task import TaskManifest
 
 #: A client behaviour rewrites the float delta (flat) before quantisation; honest is identity.
 DeltaHook = Callable[[int, np.ndarray], np.ndarray]
-#: A payload hook may replace the encoded bytes (malformed-payload attacks).
-PayloadHook = Callable[[int, bytes], bytes]
+#: A payload hook encodes (round, quantised delta) itself: malformed-payload attacks.
+PayloadHook = Callable[[int, np.ndarray], bytes]
 
 
 @dataclass
@@ -106,10 +106,10 @@ class ClientNode:
             global_digest = self.task.global_model_digest()
             state = decode_global_state(layout, get_by_digest(self.store, global_digest))
         global_flat = dequantise(state.params, fmt.frac_bits)
-        global_params = {
-            k: v.astype(np.float32) for k, v in layout.unflatten(global_flat).items()
-        }
-        cfg = replace(self.train_config, seed=derive_seed(self.train_config.seed, self.index, round_))
+        global_params = {k: v.astype(np.float32) for k, v in layout.unflatten(global_flat).items()}
+        cfg = replace(
+            self.train_config, seed=derive_seed(self.train_config.seed, self.index, round_)
+        )
         with self.clock.phase(round_, "train"):
             result = train_local(self.model, global_params, self.data, cfg)
         delta = layout.flatten(result.params).astype(np.float64) - layout.flatten(
@@ -118,9 +118,10 @@ class ClientNode:
         if self.delta_hook is not None:
             delta = np.asarray(self.delta_hook(round_, delta), dtype=np.float64)
         q = quantise(np.nan_to_num(delta, nan=0.0), fmt.frac_bits, fmt.value_bound)
-        payload = encode_update(layout, round_, q)
         if self.payload_hook is not None:
-            payload = self.payload_hook(round_, payload)
+            payload = self.payload_hook(round_, q)
+        else:
+            payload = encode_update(layout, round_, q)
         with self.clock.phase(round_, "upload"):
             self.store.put(payload)
         digest = sha256_digest(payload)

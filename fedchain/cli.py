@@ -35,59 +35,138 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
 
     d = DemoConfig()
     g = p.add_argument_group("federation")
-    g.add_argument("--clients", type=int, default=d.clients, help="number of FL clients (%(default)s)")
-    g.add_argument("--aggregators", type=int, default=d.aggregators,
-                   help="number of aggregator nodes in the committee (%(default)s)")
+    g.add_argument(
+        "--clients", type=int, default=d.clients, help="number of FL clients (%(default)s)"
+    )
+    g.add_argument(
+        "--aggregators",
+        type=int,
+        default=d.aggregators,
+        help="number of aggregator nodes in the committee (%(default)s)",
+    )
     g.add_argument("--rounds", type=int, default=d.rounds, help="training rounds (%(default)s)")
-    g.add_argument("--min-updates", type=int, default=None,
-                   help="updates needed before a round can close (default: all clients)")
-    g.add_argument("--seed", type=int, default=d.seed,
-                   help="seed for data split, model init, client shuffling, rotation (%(default)s)")
+    g.add_argument(
+        "--min-updates",
+        type=int,
+        default=None,
+        help="updates needed before a round can close (default: all clients)",
+    )
+    g.add_argument(
+        "--seed",
+        type=int,
+        default=d.seed,
+        help="seed for data split, model init, client shuffling, rotation (%(default)s)",
+    )
     g = p.add_argument_group("data and model")
-    g.add_argument("--dataset", default=d.dataset,
-                   help="digits (bundled with scikit-learn), synthetic, or mnist (needs a local "
-                        "path) (%(default)s)")
-    g.add_argument("--partition", default=d.partition, choices=["iid", "dirichlet", "shards"],
-                   help="how training data is split among clients (%(default)s)")
-    g.add_argument("--alpha", type=float, default=d.alpha,
-                   help="Dirichlet concentration for --partition dirichlet; smaller is more "
-                        "skewed (%(default)s)")
-    g.add_argument("--model", default=d.model, choices=["logreg", "mlp", "cnn"],
-                   help="client model architecture (%(default)s)")
+    g.add_argument(
+        "--dataset",
+        default=d.dataset,
+        help="digits (bundled with scikit-learn), synthetic, or mnist (needs a local "
+        "path) (%(default)s)",
+    )
+    g.add_argument(
+        "--partition",
+        default=d.partition,
+        choices=["iid", "dirichlet", "shards"],
+        help="how training data is split among clients (%(default)s)",
+    )
+    g.add_argument(
+        "--alpha",
+        type=float,
+        default=d.alpha,
+        help="Dirichlet concentration for --partition dirichlet; smaller is more "
+        "skewed (%(default)s)",
+    )
+    g.add_argument(
+        "--model",
+        default=d.model,
+        choices=["logreg", "mlp", "cnn"],
+        help="client model architecture (%(default)s)",
+    )
     g = p.add_argument_group("local training")
-    g.add_argument("--epochs", type=int, default=d.epochs, help="local epochs per round (%(default)s)")
+    g.add_argument(
+        "--epochs", type=int, default=d.epochs, help="local epochs per round (%(default)s)"
+    )
     g.add_argument("--batch-size", type=int, default=d.batch_size, help="(%(default)s)")
     g.add_argument("--lr", type=float, default=d.lr, help="client SGD learning rate (%(default)s)")
-    g.add_argument("--momentum", type=float, default=d.momentum, help="client SGD momentum (%(default)s)")
-    g.add_argument("--prox-mu", type=float, default=d.prox_mu,
-                   help="FedProx proximal coefficient on clients; 0 = plain FedAvg (%(default)s)")
+    g.add_argument(
+        "--momentum", type=float, default=d.momentum, help="client SGD momentum (%(default)s)"
+    )
+    g.add_argument(
+        "--prox-mu",
+        type=float,
+        default=d.prox_mu,
+        help="FedProx proximal coefficient on clients; 0 = plain FedAvg (%(default)s)",
+    )
     g = p.add_argument_group("aggregation")
-    g.add_argument("--rule", default=d.rule,
-                   help="aggregation rule by name (see 'fedchain rules') (%(default)s)")
-    g.add_argument("--rule-param", type=_rule_param, action="append", default=[],
-                   metavar="KEY=VALUE", help="rule parameter, repeatable, e.g. --rule-param f=1")
-    g.add_argument("--frac-bits", type=int, default=d.frac_bits,
-                   help="fixed-point fractional bits of the canonical arithmetic (%(default)s)")
-    g.add_argument("--clip", type=float, default=d.clip,
-                   help="largest |value| of an update coordinate; larger ones saturate (%(default)s)")
+    g.add_argument(
+        "--rule",
+        default=d.rule,
+        help="aggregation rule by name (see 'fedchain rules') (%(default)s)",
+    )
+    g.add_argument(
+        "--rule-param",
+        type=_rule_param,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="rule parameter, repeatable, e.g. --rule-param f=1",
+    )
+    g.add_argument(
+        "--frac-bits",
+        type=int,
+        default=d.frac_bits,
+        help="fixed-point fractional bits of the canonical arithmetic (%(default)s)",
+    )
+    g.add_argument(
+        "--clip",
+        type=float,
+        default=d.clip,
+        help="largest |value| of an update coordinate; larger ones saturate (%(default)s)",
+    )
     g = p.add_argument_group("protocol (windows are in blocks)")
-    g.add_argument("--collect-window", type=int, default=d.collect_window,
-                   help="blocks after which a round with >= min-updates closes (%(default)s)")
-    g.add_argument("--submit-timeout", type=int, default=d.submit_timeout,
-                   help="blocks the chosen aggregator has to submit (%(default)s)")
-    g.add_argument("--challenge-window", type=int, default=d.challenge_window,
-                   help="blocks during which a submitted aggregate can be challenged (%(default)s)")
-    g.add_argument("--rotation", default=d.rotation, choices=["round-robin", "random"],
-                   help="how the contract picks each round's aggregator (%(default)s)")
+    g.add_argument(
+        "--collect-window",
+        type=int,
+        default=d.collect_window,
+        help="blocks after which a round with >= min-updates closes (%(default)s)",
+    )
+    g.add_argument(
+        "--submit-timeout",
+        type=int,
+        default=d.submit_timeout,
+        help="blocks the chosen aggregator has to submit (%(default)s)",
+    )
+    g.add_argument(
+        "--challenge-window",
+        type=int,
+        default=d.challenge_window,
+        help="blocks during which a submitted aggregate can be challenged (%(default)s)",
+    )
+    g.add_argument(
+        "--rotation",
+        default=d.rotation,
+        choices=["round-robin", "random"],
+        help="how the contract picks each round's aggregator (%(default)s)",
+    )
     g = p.add_argument_group("backends and output")
-    g.add_argument("--rpc-url", default=None,
-                   help="Ethereum JSON-RPC URL; default: in-process eth-tester chain")
-    g.add_argument("--funding-key", default=None,
-                   help="private key that funds the run's accounts on --rpc-url (default: "
-                        "anvil's first dev key)")
-    g.add_argument("--store", default=None,
-                   help="content store: a directory, or ipfs:<api multiaddr> for a real IPFS "
-                        "node (default: RUN_DIR/store)")
+    g.add_argument(
+        "--rpc-url",
+        default=None,
+        help="Ethereum JSON-RPC URL; default: in-process eth-tester chain",
+    )
+    g.add_argument(
+        "--funding-key",
+        default=None,
+        help="private key that funds the run's accounts on --rpc-url (default: "
+        "anvil's first dev key)",
+    )
+    g.add_argument(
+        "--store",
+        default=None,
+        help="content store: a directory, or ipfs:<api multiaddr> for a real IPFS "
+        "node (default: RUN_DIR/store)",
+    )
     g.add_argument("--out", default=d.out, help="parent directory of run directories (%(default)s)")
     g.add_argument("--name", default=d.name, help="run directory name suffix (%(default)s)")
     g.add_argument("--quiet", action="store_true", help="no progress output")
@@ -150,8 +229,13 @@ def cmd_rules(args: argparse.Namespace) -> int:
                 "summary": cls.summary,
                 "stateful": cls.stateful,
                 "params": [
-                    {"name": s.name, "type": s.kind.__name__, "required": s.required,
-                     "default": s.default, "doc": s.doc}
+                    {
+                        "name": s.name,
+                        "type": s.kind.__name__,
+                        "required": s.required,
+                        "default": s.default,
+                        "doc": s.doc,
+                    }
                     for s in cls.param_specs
                 ],
             }

@@ -175,7 +175,9 @@ def check_spec(tensors: Mapping[str, NDArray[np.generic]], spec: Sequence[Tensor
     missing = sorted(set(wanted) - set(tensors))
     extra = sorted(set(tensors) - set(wanted))
     if missing or extra:
-        raise CodecError(f"payload tensors do not match the model: missing {missing}, extra {extra}")
+        raise CodecError(
+            f"payload tensors do not match the model: missing {missing}, extra {extra}"
+        )
     for name, s in wanted.items():
         array = tensors[name]
         if array.dtype != np.dtype(s.dtype):
@@ -185,4 +187,6 @@ def check_spec(tensors: Mapping[str, NDArray[np.generic]], spec: Sequence[Tensor
         if s.bound is not None and array.size:
             worst = int(np.abs(array.astype(np.int64)).max())
             if worst > s.bound:
-                raise CodecError(f"tensor {name!r}: value magnitude {worst} exceeds bound {s.bound}")
+                raise CodecError(
+                    f"tensor {name!r}: value magnitude {worst} exceeds bound {s.bound}"
+                )

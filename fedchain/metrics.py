@@ -10,8 +10,18 @@ from contextlib import contextmanager
 from typing import TextIO
 
 #: The phases of one round, in protocol order (DESIGN.md "Roles and one round").
-PHASES = ("train", "upload", "register", "fetch", "aggregate", "publish", "submit", "verify",
-          "finalize", "evaluate")
+PHASES = (
+    "train",
+    "upload",
+    "register",
+    "fetch",
+    "aggregate",
+    "publish",
+    "submit",
+    "verify",
+    "finalize",
+    "evaluate",
+)
 
 
 class PhaseClock:

@@ -14,9 +14,7 @@ from fedchain.runner import Demo, DemoConfig
 
 
 def small(tmp_path, **kw) -> DemoConfig:
-    base = dict(
-        clients=4, aggregators=4, rounds=2, epochs=2, out=str(tmp_path), challenge_window=2
-    )
+    base = dict(clients=4, aggregators=4, rounds=2, epochs=2, out=str(tmp_path), challenge_window=2)
     base.update(kw)
     return DemoConfig(**base)
 
@@ -27,7 +25,9 @@ def test_two_rounds_finalize_by_the_contracts_choice(tmp_path) -> None:
     s = result.summary
     assert s["rounds_finalized"] == 2 and s["all_rounds_finalized"]
     assert s["all_chosen_by_contract"]
-    records = [json.loads(line) for line in (result.run_dir / "rounds.jsonl").read_text().splitlines()]
+    records = [
+        json.loads(line) for line in (result.run_dir / "rounds.jsonl").read_text().splitlines()
+    ]
     assert [r["round"] for r in records] == [1, 2]
     # Round-robin: round r (attempt 0) is served by committee member (r - 1) mod n.
     committee = demo.task.aggregators()
@@ -63,8 +63,17 @@ def test_restarted_nodes_resume_without_double_submission(tmp_path) -> None:
     from clients.node import ClientNode
 
     demo.clients = [
-        ClientNode(n.name, n.account, n.task, n.store, n.manifest, n.data, n.model,
-                   n.train_config, index=n.index)
+        ClientNode(
+            n.name,
+            n.account,
+            n.task,
+            n.store,
+            n.manifest,
+            n.data,
+            n.model,
+            n.train_config,
+            index=n.index,
+        )
         for n in demo.clients
     ]
     events = [e for n in demo.clients for e in n.step()]
@@ -78,13 +87,43 @@ def test_bad_options_fail_before_any_work(tmp_path) -> None:
         Demo(small(tmp_path, clients=0))
     with pytest.raises(ConfigError):
         Demo(small(tmp_path, rotation="sideways"))
-    assert main(["demo", "--rule", "fedavg", "--rule-param", "nope=1", "--out", str(tmp_path),
-                 "--quiet"]) == 2
+    assert (
+        main(
+            [
+                "demo",
+                "--rule",
+                "fedavg",
+                "--rule-param",
+                "nope=1",
+                "--out",
+                str(tmp_path),
+                "--quiet",
+            ]
+        )
+        == 2
+    )
 
 
 def test_cli_json_output(tmp_path, capsys) -> None:
-    code = main(["demo", "--clients", "4", "--rounds", "1", "--epochs", "1", "--quiet", "--json",
-                 "--out", str(tmp_path), "--rotation", "random", "--challenge-window", "1"])
+    code = main(
+        [
+            "demo",
+            "--clients",
+            "4",
+            "--rounds",
+            "1",
+            "--epochs",
+            "1",
+            "--quiet",
+            "--json",
+            "--out",
+            str(tmp_path),
+            "--rotation",
+            "random",
+            "--challenge-window",
+            "1",
+        ]
+    )
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["rounds_finalized"] == 1 and summary["all_chosen_by_contract"]

@@ -1,0 +1,268 @@
+"""Scenario files: a demo configuration plus who misbehaves, and how.
+
+A scenario is a TOML file::
+
+    [run]                      # any `fedchain demo` option, with underscores
+    name = "noise-n4-f1"
+    clients = 6
+    aggregators = 4
+    rounds = 2
+    seed = 0
+
+    [[aggregator]]             # one table per misbehaving aggregator (others are honest)
+    index = 0                  # position in the committee (registration order)
+    publish = "noise"          # honest | withhold | unavailable | noise | scale | sign_flip |
+                               # stale | wrong_rule | drop | substitute
+    params = { sigma = 0.5 }   # the behaviour's parameters
+    rounds = [1]               # rounds in which it publishes faulty aggregates (default: all)
+    challenger = "honest"      # honest | frivolous | never
+    pbft = "honest"            # honest | lying | equivocating | silent | colluding
+    crash_at = "before-submit" # optional: crash at that phase (in crash_round, default every)
+    restart_after_blocks = 5   # optional: come back (fresh process state) after that many blocks
+
+    [[client]]                 # malicious clients
+    index = 2
+    attack = "sign_flip"       # see clients/attacks.py, plus "nan", "wrong_shape", "oversized"
+    params = { scale = 5.0 }
+
+    [pbft]                     # the in-memory PBFT network of this run (seeded)
+    drop = 0.0
+    max_delay = 2
+    duplicate = 0.0
+
+Unknown keys are errors, so a typo never silently runs the honest scenario.
+"""
+
+from __future__ import annotations
+
+import inspect
+import tomllib
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aggregators.behaviours import Behaviour
+from clients.data import Dataset
+from clients.node import DeltaHook, PayloadHook
+from fedchain.config import DemoConfig
+from fedchain.errors import ConfigError
+from fedchain.payloads import ModelLayout, encode_update
+
+CLIENT_PAYLOAD_ATTACKS = ("nan", "wrong_shape", "oversized", "wrong_round")
+
+
+@dataclass(frozen=True)
+class ClientBehaviour:
+    """A malicious client: an attack from ``clients.attacks`` or a malformed payload."""
+
+    attack: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    rounds: frozenset[int] | None = None
+
+    def __post_init__(self) -> None:
+        from clients.attacks import CLIENT_ATTACKS
+
+        if self.attack not in CLIENT_ATTACKS and self.attack not in CLIENT_PAYLOAD_ATTACKS:
+            known = sorted(CLIENT_ATTACKS) + list(CLIENT_PAYLOAD_ATTACKS)
+            raise ConfigError(f"unknown client attack {self.attack!r}; known: {known}")
+
+    def active(self, round_: int) -> bool:
+        return self.rounds is None or round_ in self.rounds
+
+
+@dataclass(frozen=True)
+class PbftNetConfig:
+    """Fault injection of the in-memory PBFT network (all seeded by the run's seed)."""
+
+    drop: float = 0.0
+    duplicate: float = 0.0
+    max_delay: int = 3
+    gst: int = 0
+    max_ticks: int = 5000
+
+
+@dataclass
+class Scenario:
+    """A run configuration plus the behaviours of misbehaving nodes."""
+
+    config: DemoConfig
+    aggregators: dict[int, Behaviour] = field(default_factory=dict)
+    clients: dict[int, ClientBehaviour] = field(default_factory=dict)
+    pbft: PbftNetConfig = field(default_factory=PbftNetConfig)
+    source: str | None = None
+
+    @property
+    def byzantine_aggregators(self) -> list[int]:
+        return sorted(i for i, b in self.aggregators.items() if not b.is_honest)
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-friendly description (for summary.json)."""
+        return {
+            "source": self.source,
+            "aggregators": {
+                str(i): {
+                    "publish": b.publish,
+                    "params": dict(b.params),
+                    "rounds": sorted(b.rounds) if b.rounds is not None else None,
+                    "challenger": b.challenger,
+                    "pbft": b.pbft,
+                    "crash_at": b.crash_at,
+                    "crash_round": b.crash_round,
+                    "restart_after_blocks": b.restart_after_blocks,
+                }
+                for i, b in sorted(self.aggregators.items())
+            },
+            "clients": {
+                str(i): {
+                    "attack": c.attack,
+                    "params": dict(c.params),
+                    "rounds": sorted(c.rounds) if c.rounds is not None else None,
+                }
+                for i, c in sorted(self.clients.items())
+            },
+            "pbft": asdict(self.pbft),
+            "byzantine_aggregators": self.byzantine_aggregators,
+        }
+
+    def honest_twin(self) -> Scenario:
+        """The same run with every node honest (the reference for byte-identity)."""
+        from dataclasses import replace
+
+        return Scenario(
+            replace(self.config, name=self.config.name + "-honest"), {}, {}, self.pbft, self.source
+        )
+
+
+def _rounds(value: Any, where: str) -> frozenset[int] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, int) and v >= 1 for v in value):
+        raise ConfigError(f"{where}: rounds must be a list of round numbers >= 1")
+    return frozenset(value)
+
+
+def _check_keys(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+
+
+def scenario_from_dict(data: Mapping[str, Any], source: str | None = None) -> Scenario:
+    """Build and validate a :class:`Scenario` from parsed TOML."""
+    where = source or "scenario"
+    _check_keys(data, {"run", "aggregator", "client", "pbft"}, where)
+    run = dict(data.get("run", {}))
+    allowed = {f.name for f in fields(DemoConfig)}
+    _check_keys(run, allowed, f"{where} [run]")
+    if source and "name" not in run:
+        run["name"] = Path(source).stem
+    cfg = DemoConfig(**run)
+    cfg.validate()
+    behaviours: dict[int, Behaviour] = {}
+    keys = {
+        "index",
+        "publish",
+        "params",
+        "rounds",
+        "challenger",
+        "pbft",
+        "crash_at",
+        "crash_round",
+        "restart_after_blocks",
+    }
+    for i, table in enumerate(data.get("aggregator", [])):
+        w = f"{where} [[aggregator]] #{i + 1}"
+        _check_keys(table, keys, w)
+        index = table.get("index")
+        if not isinstance(index, int) or not 0 <= index < cfg.aggregators:
+            raise ConfigError(f"{w}: index must be in 0..{cfg.aggregators - 1}")
+        if index in behaviours:
+            raise ConfigError(f"{w}: aggregator {index} is described twice")
+        behaviours[index] = Behaviour(
+            publish=table.get("publish", "honest"),
+            params=dict(table.get("params", {})),
+            rounds=_rounds(table.get("rounds"), w),
+            challenger=table.get("challenger", "honest"),
+            pbft=table.get("pbft", "honest"),
+            crash_at=table.get("crash_at"),
+            crash_round=table.get("crash_round"),
+            restart_after_blocks=table.get("restart_after_blocks"),
+        )
+    clients: dict[int, ClientBehaviour] = {}
+    for i, table in enumerate(data.get("client", [])):
+        w = f"{where} [[client]] #{i + 1}"
+        _check_keys(table, {"index", "attack", "params", "rounds"}, w)
+        index = table.get("index")
+        if not isinstance(index, int) or not 0 <= index < cfg.clients:
+            raise ConfigError(f"{w}: index must be in 0..{cfg.clients - 1}")
+        clients[index] = ClientBehaviour(
+            attack=str(table.get("attack")),
+            params=dict(table.get("params", {})),
+            rounds=_rounds(table.get("rounds"), w),
+        )
+    pbft_table = dict(data.get("pbft", {}))
+    _check_keys(pbft_table, {f.name for f in fields(PbftNetConfig)}, f"{where} [pbft]")
+    return Scenario(cfg, behaviours, clients, PbftNetConfig(**pbft_table), source)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario TOML file."""
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"no scenario file at {p}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: invalid TOML: {exc}") from exc
+    return scenario_from_dict(data, str(p))
+
+
+def client_attack_hooks(
+    attack: ClientBehaviour, data: Dataset, layout: ModelLayout, seed: int
+) -> tuple[Dataset, DeltaHook | None, PayloadHook | None]:
+    """Turn a client behaviour into (poisoned data, delta hook, payload hook) for a node."""
+    from clients import malformed
+    from clients.attacks import CLIENT_ATTACKS, apply_attack
+
+    params = dict(attack.params)
+    if attack.attack in CLIENT_PAYLOAD_ATTACKS:
+        kind = attack.attack
+
+        def payload_hook(round_: int, delta_q: np.ndarray) -> bytes:
+            if not attack.active(round_):
+                return encode_update(layout, round_, delta_q)
+            if kind == "nan":
+                return malformed.nan_payload(layout, round_)
+            if kind == "wrong_shape":
+                return malformed.wrong_shape_payload(layout, round_)
+            if kind == "oversized":
+                return malformed.oversized_payload(layout, round_, delta_q)
+            return malformed.wrong_round_payload(layout, round_, delta_q)
+
+        return data, None, payload_hook
+    spec = CLIENT_ATTACKS[attack.attack]
+    if spec.kind == "data":
+        poisoned = apply_attack(attack.attack, dataset=data, **params)
+        assert isinstance(poisoned, Dataset)
+        return poisoned, None, None
+    if spec.kind == "omniscient":
+        raise ConfigError(
+            f"client attack {attack.attack!r} needs the honest clients' updates; scenario runs "
+            "do not give clients that view yet (use sign_flip, scale, gaussian_noise, label_flip "
+            "or a malformed payload)"
+        )
+    if "seed" in inspect.signature(spec.fn).parameters and "seed" not in params:
+        params["seed"] = seed
+
+    def delta_hook(round_: int, delta: np.ndarray) -> np.ndarray:
+        if not attack.active(round_):
+            return delta
+        named = layout.unflatten(delta.astype(np.float32))
+        out = apply_attack(attack.attack, delta=named, **params)
+        assert isinstance(out, dict)
+        return layout.flatten(out).astype(np.float64)
+
+    return data, delta_hook, None
