@@ -251,6 +251,59 @@ def cmd_rules(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from fedchain.metrics import Progress
+    from fedchain.runner import run_scenario
+    from fedchain.scenario import check_expectations, load_scenario, outcome_of
+
+    scenarios = [load_scenario(path) for path in args.scenarios]  # all validated up front
+    progress = Progress(quiet=args.quiet)
+    results = []
+    failed = False
+    honest_cache: dict[str, dict[str, Any]] = {}
+    for scenario in scenarios:
+        scenario.config = replace(scenario.config, out=args.out)
+        if args.seed is not None:
+            scenario.config = replace(scenario.config, seed=args.seed)
+        result = run_scenario(scenario, progress)
+        honest = None
+        if args.compare_honest or scenario.expect.get("identical_to_honest"):
+            twin = scenario.honest_twin()
+            key = json.dumps(
+                {k: v for k, v in vars(twin.config).items() if k != "name"}, sort_keys=True
+            )
+            if key not in honest_cache:
+                honest_cache[key] = run_scenario(twin, Progress(quiet=True)).summary
+            honest = honest_cache[key]
+        problems = check_expectations(scenario, result.summary, honest)
+        entry = {
+            "scenario": scenario.source,
+            "run_dir": str(result.run_dir),
+            "outcome": outcome_of(result.summary),
+            "expected": scenario.expect.get("outcome"),
+            "identical_to_honest": None
+            if honest is None
+            else result.summary["final_model_digest"] == honest["final_model_digest"],
+            "faults": {k: v for k, v in result.summary["faults"].items() if k != "crashes"},
+            "problems": problems,
+        }
+        (result.run_dir / "verdict.json").write_text(json.dumps(entry, indent=2) + "\n")
+        results.append(entry)
+        if problems:
+            failed = True
+            progress.line(f"EXPECTATION NOT MET for {scenario.source}: {'; '.join(problems)}")
+        elif honest is not None:
+            progress.line(
+                "final model byte-identical to the all-honest run: "
+                + ("yes" if entry["identical_to_honest"] else "NO")
+            )
+    if args.json:
+        print(json.dumps(results, indent=2))
+    return 1 if failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fedchain",
@@ -272,6 +325,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_demo_options(demo)
     demo.set_defaults(func=cmd_demo)
+    run = sub.add_parser(
+        "run",
+        help="run scenario files (faulty aggregators, malicious clients)",
+        description="Run one or more TOML scenario files: a demo configuration plus which "
+        "aggregators misbehave (noise, scaling, sign flip, stale, wrong rule, dropped or "
+        "substituted updates, withholding, unavailable data, frivolous challenges, lying or "
+        "equivocating PBFT votes, collusion, crashes) and which clients attack. Each run "
+        "writes the demo's run directory plus fault records (who was faulty, who challenged, "
+        "the verdict, view changes, blocks and seconds to detection, dispute gas) and "
+        "verdict.json. See scenarios/ for the shipped files and fedchain/scenario.py for "
+        "the format.",
+        epilog="exit status: 0 if every scenario met its [expect] table, 1 otherwise, "
+        "2 on invalid input.",
+    )
+    run.add_argument("scenarios", nargs="+", metavar="SCENARIO.toml")
+    run.add_argument(
+        "--compare-honest",
+        action="store_true",
+        help="also run each scenario's all-honest twin and compare final models byte for byte",
+    )
+    run.add_argument("--out", default="runs", help="parent directory of run directories")
+    run.add_argument("--seed", type=int, default=None, help="override every scenario's seed")
+    run.add_argument("--quiet", action="store_true", help="no progress output")
+    run.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    run.set_defaults(func=cmd_run)
     rules = sub.add_parser("rules", help="list the aggregation rules and their parameters")
     rules.add_argument("--json", action="store_true", help="machine-readable output")
     rules.set_defaults(func=cmd_rules)

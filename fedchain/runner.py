@@ -89,6 +89,7 @@ class Demo:
         self.records: list[dict[str, Any]] = []
         self.chosen: dict[tuple[int, int], str] = {}
         self.attempts: dict[tuple[int, int], dict[str, Any]] = {}
+        self.honest_digests: dict[int, bytes] = {}
         self.crashes: list[dict[str, Any]] = []
         self.down: dict[int, int] = {}
         self.timings: dict[str, float] = {}
@@ -382,7 +383,9 @@ class Demo:
         name = self.aggregators[index].name
         if ev.action == "submitAggregate":
             rec = self._attempt(ev.round, ev.detail["attempt"])
+            # The oracle re-executes while the round's inputs are current (before finalize).
             honest_digest = self.oracle.compute(ev.round)[0].digest
+            self.honest_digests[ev.round] = honest_digest
             available = self.store.has(cid_from_digest(bytes.fromhex(ev.detail["digest"])))
             rec.update(
                 aggregator=self.aggregators[index].address,
@@ -519,7 +522,7 @@ class Demo:
         final = next((a for a in attempts if a.get("digest") == digest.hex()), {})
         submitter = info.aggregator or ""
         chosen = self.chosen.get((round_, info.submission_attempt))
-        honest_digest = self.oracle.compute(round_)[0].digest if finalized else None
+        honest_digest = self.honest_digests.get(round_) if finalized else None
         record = {
             "round": round_,
             "finalized": finalized,

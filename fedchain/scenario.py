@@ -27,8 +27,12 @@ A scenario is a TOML file::
 
     [pbft]                     # the in-memory PBFT network of this run (seeded)
     drop = 0.0
-    max_delay = 2
+    max_delay = 3
     duplicate = 0.0
+
+    [expect]                   # optional: what the run must show (checked by `fedchain run`)
+    outcome = "safe"           # safe | safety-violated | liveness-lost
+    identical_to_honest = true # final model byte-identical to the all-honest twin run
 
 Unknown keys are errors, so a typo never silently runs the honest scenario.
 """
@@ -38,7 +42,7 @@ from __future__ import annotations
 import inspect
 import tomllib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +97,7 @@ class Scenario:
     clients: dict[int, ClientBehaviour] = field(default_factory=dict)
     pbft: PbftNetConfig = field(default_factory=PbftNetConfig)
     source: str | None = None
+    expect: dict[str, Any] = field(default_factory=dict)
 
     @property
     def byzantine_aggregators(self) -> list[int]:
@@ -129,10 +134,8 @@ class Scenario:
 
     def honest_twin(self) -> Scenario:
         """The same run with every node honest (the reference for byte-identity)."""
-        from dataclasses import replace
-
         return Scenario(
-            replace(self.config, name=self.config.name + "-honest"), {}, {}, self.pbft, self.source
+            replace(self.config, name=self.config.name + "-honest"), {}, {}, self.pbft, None
         )
 
 
@@ -153,7 +156,7 @@ def _check_keys(table: Mapping[str, Any], allowed: set[str], where: str) -> None
 def scenario_from_dict(data: Mapping[str, Any], source: str | None = None) -> Scenario:
     """Build and validate a :class:`Scenario` from parsed TOML."""
     where = source or "scenario"
-    _check_keys(data, {"run", "aggregator", "client", "pbft"}, where)
+    _check_keys(data, {"run", "aggregator", "client", "pbft", "expect"}, where)
     run = dict(data.get("run", {}))
     allowed = {f.name for f in fields(DemoConfig)}
     _check_keys(run, allowed, f"{where} [run]")
@@ -205,7 +208,41 @@ def scenario_from_dict(data: Mapping[str, Any], source: str | None = None) -> Sc
         )
     pbft_table = dict(data.get("pbft", {}))
     _check_keys(pbft_table, {f.name for f in fields(PbftNetConfig)}, f"{where} [pbft]")
-    return Scenario(cfg, behaviours, clients, PbftNetConfig(**pbft_table), source)
+    expect = dict(data.get("expect", {}))
+    _check_keys(expect, {"outcome", "identical_to_honest"}, f"{where} [expect]")
+    if expect.get("outcome", "safe") not in OUTCOMES:
+        raise ConfigError(f"{where} [expect]: outcome must be one of {OUTCOMES}")
+    return Scenario(cfg, behaviours, clients, PbftNetConfig(**pbft_table), source, expect)
+
+
+OUTCOMES = ("safe", "safety-violated", "liveness-lost")
+
+
+def outcome_of(summary: Mapping[str, Any]) -> str:
+    """Classify a run: a faulty model finalized beats a stall beats a safe run."""
+    if summary["safety_violated"]:
+        return "safety-violated"
+    if summary["liveness_lost"]:
+        return "liveness-lost"
+    return "safe"
+
+
+def check_expectations(
+    scenario: Scenario, summary: Mapping[str, Any], honest: Mapping[str, Any] | None
+) -> list[str]:
+    """Return the ways a run missed its scenario's ``[expect]`` (empty: all met)."""
+    problems = []
+    want = scenario.expect.get("outcome")
+    got = outcome_of(summary)
+    if want is not None and want != got:
+        problems.append(f"expected outcome {want!r}, got {got!r}")
+    if (
+        scenario.expect.get("identical_to_honest")
+        and honest is not None
+        and summary["final_model_digest"] != honest["final_model_digest"]
+    ):
+        problems.append("final model differs from the all-honest run with the same seeds")
+    return problems
 
 
 def load_scenario(path: str | Path) -> Scenario:
