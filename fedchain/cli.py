@@ -304,6 +304,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from fedchain.report import collect, markdown_table
+
+    rows = collect(args.paths)
+    if not rows:
+        print("fedchain: error: no run directory with a summary.json found", file=sys.stderr)
+        return 2
+    print(json.dumps(rows, indent=2) if args.json else markdown_table(rows))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fedchain",
@@ -350,6 +361,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress output")
     run.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     run.set_defaults(func=cmd_run)
+    report = sub.add_parser(
+        "report",
+        help="tabulate scenario runs (the fault-detection table)",
+        description="Read run directories (or folders of them) and print the detection "
+        "table: behaviour x n x f -> faulty aggregates, rejected, false rejections, faulty "
+        "models finalized, view changes, blocks and seconds to detection, dispute gas, and "
+        "the outcome (safe / LIVENESS LOST / SAFETY VIOLATED).",
+    )
+    report.add_argument("paths", nargs="+", metavar="RUN_DIR")
+    report.add_argument("--json", action="store_true", help="rows as JSON instead of markdown")
+    report.set_defaults(func=cmd_report)
     rules = sub.add_parser("rules", help="list the aggregation rules and their parameters")
     rules.add_argument("--json", action="store_true", help="machine-readable output")
     rules.set_defaults(func=cmd_rules)

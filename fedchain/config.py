@@ -68,4 +68,6 @@ class DemoConfig:
             raise ConfigError("--clip must be positive")
         if self.clip * 2**self.frac_bits > 2**30:
             raise ConfigError("--clip * 2**frac_bits must not exceed 2**30")
-        make_rule(self.rule, self.rule_params)  # unknown rule or bad parameters: fail now
+        # Unknown rule, bad parameters, or too few clients for them: fail now, not mid-run.
+        rule = make_rule(self.rule, self.rule_params)
+        rule.check_num_updates(self.min_updates or self.clients)

@@ -341,6 +341,7 @@ class Demo:
         for index, agg in enumerate(self.aggregators):
             if index in self.down:
                 continue
+            self._note_chosen(round_)  # the contract's choice, read independently of the node
             try:
                 events = agg.step()
             except NodeCrashed as exc:

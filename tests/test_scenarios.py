@@ -1,0 +1,117 @@
+"""Scenario files and fault-tolerance runs through the real contract and PBFT committee."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fedchain.cli import main
+from fedchain.errors import FedchainError
+from fedchain.report import collect, markdown_table
+from fedchain.runner import run_scenario
+from fedchain.scenario import load_scenario, outcome_of, scenario_from_dict
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+def test_every_shipped_scenario_parses() -> None:
+    files = sorted(SCENARIOS.glob("*.toml"))
+    assert len(files) >= 25
+    for f in files:
+        scenario = load_scenario(f)
+        assert scenario.expect.get("outcome") in {"safe", "liveness-lost", "safety-violated"}
+
+
+@pytest.mark.parametrize(
+    "data,match",
+    [
+        ({"run": {"clients": 4}, "aggregatr": []}, "unknown key"),
+        ({"run": {"clientz": 4}}, "unknown key"),
+        ({"run": {"aggregators": 4}, "aggregator": [{"index": 9}]}, "index"),
+        ({"run": {}, "aggregator": [{"index": 0, "publish": "teleport"}]}, "unknown aggregator"),
+        ({"run": {}, "aggregator": [{"index": 0}, {"index": 0}]}, "twice"),
+        ({"run": {}, "client": [{"index": 0, "attack": "bribe"}]}, "unknown client attack"),
+        ({"run": {}, "expect": {"outcome": "fine"}}, "outcome"),
+        ({"run": {"rule": "krum", "rule_params": {"f": 99}}}, "krum"),
+    ],
+)
+def test_invalid_scenarios_are_refused(data: dict, match: str) -> None:
+    with pytest.raises(FedchainError, match=match):  # ConfigError or RuleParameterError
+        scenario_from_dict(data, "test.toml")
+
+
+def run(name: str, tmp_path: Path, **overrides):
+    scenario = load_scenario(SCENARIOS / f"{name}.toml")
+    for key, value in overrides.items():
+        setattr(scenario.config, key, value)
+    scenario.config.out = str(tmp_path)
+    return scenario, run_scenario(scenario).summary
+
+
+def test_faulty_aggregate_is_rejected_and_the_model_equals_the_honest_run(tmp_path) -> None:
+    scenario, summary = run("agg-noise", tmp_path)
+    honest = run_scenario(scenario.honest_twin()).summary
+    faults = summary["faults"]
+    assert faults["faulty_aggregates"] == 1 and faults["rejected"] == 1
+    assert faults["false_rejections"] == 0 and faults["faulty_finalized"] == 0
+    assert outcome_of(summary) == "safe"
+    assert summary["final_model_digest"] == honest["final_model_digest"]
+    assert faults["dispute_gas_total"] > 0
+    run_dir = Path(summary["config"]["out"])
+    rows = collect([run_dir])
+    assert any(r["scenario"] == "agg-noise" and r["rejected"] == 1 for r in rows)
+    assert "agg-noise" in markdown_table(rows)
+
+
+def test_withholding_aggregator_times_out_and_the_next_one_serves(tmp_path) -> None:
+    _, summary = run("agg-withhold", tmp_path)
+    assert summary["faults"]["withheld"] == 1 and summary["faults"]["timeouts"] == 1
+    assert summary["all_rounds_finalized"] and summary["all_chosen_by_contract"]
+
+
+def test_frivolous_challenger_loses_and_nothing_honest_is_rejected(tmp_path) -> None:
+    _, summary = run("agg-frivolous-challenger", tmp_path)
+    faults = summary["faults"]
+    assert faults["challenges"] >= 1 and faults["disputes"] >= 1
+    assert faults["rejected"] == 0 and faults["false_rejections"] == 0
+    assert summary["all_rounds_finalized"]
+
+
+def test_beyond_f_colluders_the_run_shows_where_it_breaks(tmp_path) -> None:
+    _, stalled = run("collusion-n4-f2", tmp_path)
+    assert outcome_of(stalled) == "liveness-lost" and stalled["rounds_finalized"] == 0
+    _, broken = run("collusion-n4-f3", tmp_path)
+    assert outcome_of(broken) == "safety-violated"
+    assert broken["faults"]["faulty_finalized"] >= 1
+
+
+def test_cli_run_checks_expectations(tmp_path, capsys) -> None:
+    code = main(
+        [
+            "run",
+            str(SCENARIOS / "clients-malformed.toml"),
+            "--out",
+            str(tmp_path),
+            "--quiet",
+            "--json",
+        ]
+    )
+    assert code == 0
+    verdicts = json.loads(capsys.readouterr().out)
+    assert verdicts[0]["outcome"] == "safe" and verdicts[0]["problems"] == []
+    rounds = [
+        json.loads(line)
+        for line in (Path(verdicts[0]["run_dir"]) / "rounds.jsonl").read_text().splitlines()
+    ]
+    assert all(sorted(r["excluded"]) == ["1", "2", "3"] for r in rounds)
+    assert all(r["included"] == [0] for r in rounds)
+    # A scenario whose expectation is wrong makes the command fail.
+    bad = tmp_path / "wrong.toml"
+    bad.write_text(
+        (SCENARIOS / "agg-noise.toml")
+        .read_text()
+        .replace('outcome = "safe"', 'outcome = "liveness-lost"')
+    )
+    assert main(["run", str(bad), "--out", str(tmp_path), "--quiet"]) == 1
