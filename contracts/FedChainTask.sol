@@ -3,6 +3,9 @@ pragma solidity ^0.8.24;
 
 import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
+import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
+import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
+import {Quorums} from "./lib/Quorums.sol";
 import {Rotation} from "./lib/Rotation.sol";
 
 /// @title FedChainTask
@@ -16,13 +19,14 @@ import {Rotation} from "./lib/Rotation.sol";
 ///         Pending -> Collecting -> Aggregating -> Submitted -> Finalized.
 ///         Collecting/Aggregating are derived lazily from block numbers (no transaction closes
 ///         collection); Submitted/Disputed/Finalized are stored. A missed deadline keeps the
-///         round in Aggregating with attempt + 1 (`advanceAttempt`). Reserved for the dispute
-///         path: Submitted -> Disputed (`challenge`, only while block.number <=
-///         challengeDeadline) -> Aggregating with attempt + 1 (aggregate rejected by a 2f+1
-///         EIP-712 committee certificate) or back to Submitted (aggregate upheld).
-///         Money only ever leaves through `withdraw` (pull payments); every other function
-///         moves value between stakes, the held bond and `credits`.
-contract FedChainTask is Ownable, ReentrancyGuardTransient {
+///         round in Aggregating with attempt + 1 (`advanceAttempt`). Dispute path:
+///         Submitted -> Disputed (`challenge`, bonded, only while block.number <=
+///         challengeDeadline) -> `resolveDispute` with an EIP-712 commit certificate of
+///         n - f committee signatures (see `Quorums`) -> Aggregating with attempt + 1 (aggregate
+///         rejected: submitter slashed) or back to Submitted (aggregate upheld: challenge bond
+///         forfeited). Money only ever leaves through `withdraw` (pull payments); every other
+///         function moves value between stakes, the held bonds and `credits`.
+contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     // ------------------------------------------------------------------------------------
     // Types
     // ------------------------------------------------------------------------------------
@@ -46,8 +50,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient {
         uint256 timeoutPenalty;
     }
 
-    /// @notice Lifecycle of a round. `Pending`: not opened yet. `Disputed` is reserved for the
-    ///         challenge / PBFT-certificate path and is never entered by this version.
+    /// @notice Lifecycle of a round. `Pending`: not opened yet. `Disputed`: a challenge of the
+    ///         submitted aggregate waits for the committee's certificate (`resolveDispute`).
     enum Phase {
         Pending,
         Collecting,
@@ -65,7 +69,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient {
     }
 
     /// @dev Storage layout of a round (4 slots). `status` only ever holds Pending (open,
-    ///      lazily Collecting/Aggregating), Submitted, Disputed or Finalized.
+    ///      lazily Collecting/Aggregating), Submitted, Disputed or Finalized. `challenger` and
+    ///      `challengeBlock` are non-zero only while the round is Disputed.
     struct RoundState {
         // slot 0
         uint64 openBlock;
@@ -79,6 +84,9 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient {
         Phase status;
         // slot 2
         bytes32 aggregateDigest;
+        // slot 3
+        address challenger; // bonded challenger of the open dispute
+        uint64 challengeBlock;
     }
 
     /// @notice Read-only view of a round with every lazily derived field resolved.
@@ -98,6 +106,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient {
         uint32 submissionAttempt; // attempt the submission belongs to
         uint32 submissionUpdateCount; // updates the aggregate covers
         bool finalized;
+        address challenger; // challenger of the open dispute (0 unless Disputed)
+        uint64 challengeBlock; // block of that challenge (0 unless Disputed)
     }
 
     struct AggregatorState {
@@ -105,7 +115,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient {
         uint64 activeFrom; // eligible only for attempts starting strictly after this block
         uint32 index;
         bool registered;
-        bool slashed; // reserved for the dispute path
+        bool slashed; // set by a faulty verdict: permanently out of rotation and quorums
     }
 
     struct ClientState {
@@ -150,6 +160,19 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient {
     error NothingToWithdraw(address account);
     error TransferFailed(address to, uint256 amount);
     error RenounceDisabled();
+    error ChallengeWindowClosed(uint256 round, uint256 challengeDeadline);
+    error ChallengerIsSubmitter(address account);
+    error DisputeOpen(uint256 round, address challenger);
+    error NoOpenDispute(uint256 round);
+    error AttemptMismatch(uint256 round, uint256 disputedAttempt, uint256 attempt);
+    error QuorumNotReached(uint256 signers, uint256 quorum);
+    /// @param reason OpenZeppelin `ECDSA.RecoverError`: 1 invalid signature (includes v not in
+    ///        {27, 28}), 2 length is not 65 bytes, 3 malleable s (upper half order).
+    error InvalidSignature(uint256 index, uint8 reason);
+    error SignerNotMember(uint256 index, address signer);
+    error SignerSlashed(uint256 index, address signer);
+    error DuplicateSigner(uint256 index, address signer);
+    error SignersNotSorted(uint256 index, address previous, address signer);
 
     // ------------------------------------------------------------------------------------
     // Events
@@ -177,6 +200,22 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient {
     event TaskCompleted(uint256 numRounds, bytes32 finalDigest);
     event StakeReleased(address indexed aggregator, uint256 amount);
     event Withdrawal(address indexed account, uint256 amount);
+    event Challenged(uint256 indexed round, uint256 attempt, address indexed challenger, bytes32 aggregateDigest);
+    /// @notice `slashedAmount` (submitter's stake + aggregate bond) is split into
+    ///         `challengerReward` (half, rounded down) and the rest to the treasury (owner);
+    ///         an upheld aggregate instead sends the forfeited challenge bond to the treasury
+    ///         (`treasuryAmount` = challengeBond, the other amounts 0).
+    event DisputeResolved(
+        uint256 indexed round,
+        uint256 attempt,
+        bool faulty,
+        uint256 viewNumber,
+        address indexed challenger,
+        uint256 slashedAmount,
+        uint256 challengerReward,
+        uint256 treasuryAmount
+    );
+    event Slashed(address indexed aggregator, uint256 amount);
 
     // ------------------------------------------------------------------------------------
     // State
@@ -184,6 +223,12 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient {
 
     /// @notice Upper bound on the committee size (bounds the rotation walk's gas).
     uint256 public constant MAX_AGGREGATORS = 256;
+
+    /// @notice EIP-712 type hash of the committee's verdict on a disputed aggregate; must equal
+    ///         consensus.messages.TYPE_HASHES["DisputeVerdict"].
+    bytes32 public constant DISPUTE_VERDICT_TYPEHASH = keccak256(
+        "DisputeVerdict(uint256 round,uint256 attempt,bytes32 aggregateDigest,bool faulty,uint256 view)"
+    );
 
     TaskConfig private _config;
 
@@ -201,16 +246,18 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient {
     mapping(uint256 round => mapping(uint256 index => Update)) private _updates;
 
     /// @notice Wei each account can pull with `withdraw` (returned bonds, released stakes,
-    ///         timeout penalties owed to the owner's treasury).
+    ///         challenge rewards; timeout penalties, slash shares and forfeited challenge bonds
+    ///         owed to the owner's treasury).
     mapping(address account => uint256) public credits;
 
     // ------------------------------------------------------------------------------------
     // Construction and registration
     // ------------------------------------------------------------------------------------
 
-    /// @notice Creates the task; the deployer becomes the owner.
+    /// @notice Creates the task; the deployer becomes the owner. The EIP-712 domain of dispute
+    ///         certificates is {name "FedChainTask", version "1", chainId, this contract}.
     /// @param cfg Task parameters; windows are in blocks.
-    constructor(TaskConfig memory cfg) Ownable(msg.sender) {
+    constructor(TaskConfig memory cfg) Ownable(msg.sender) EIP712("FedChainTask", "1") {
         // INVARIANT: a task has at least one round.
         if (cfg.numRounds == 0) revert InvalidNumRounds(cfg.numRounds);
         // INVARIANT: 0 < minUpdates <= maxUpdates, so collection can always close.
@@ -375,6 +422,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient {
         // INVARIANT: a finalized round is immutable.
         if (_rounds[round].status == Phase.Finalized) revert RoundAlreadyFinalized(round);
         RoundState storage rs = _currentRoundState(round);
+        // INVARIANT: a disputed aggregate waits for the committee's verdict.
+        if (rs.status == Phase.Disputed) revert DisputeOpen(round, rs.challenger);
         // INVARIANT: only a submitted (and undisputed) aggregate can be finalized.
         if (rs.status != Phase.Submitted) revert NoAggregateSubmitted(round);
         uint256 challengeDeadline = uint256(rs.submitBlock) + _config.challengeWindow;
@@ -398,6 +447,145 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient {
             _rounds[next].openBlock = uint64(block.number);
             emit RoundOpened(next, block.number);
         }
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Dispute path
+    // ------------------------------------------------------------------------------------
+
+    /// @notice Challenges the aggregate submitted for `round`, bonding exactly `challengeBond`.
+    ///         The round becomes Disputed until `resolveDispute` carries the committee's
+    ///         verdict on-chain; meanwhile it cannot be finalized or challenged again.
+    /// @dev Only a registered, non-slashed committee member other than the submitter may
+    ///      challenge, and only while block.number <= submitBlock + challengeWindow.
+    /// @param round Must be the current round with a submitted (undisputed) aggregate.
+    function challenge(uint256 round) external payable {
+        // INVARIANT: a finalized round is immutable.
+        if (_rounds[round].status == Phase.Finalized) revert RoundAlreadyFinalized(round);
+        RoundState storage rs = _currentRoundState(round);
+        Phase status = rs.status;
+        // INVARIANT: at most one open dispute per submission.
+        if (status == Phase.Disputed) revert DisputeOpen(round, rs.challenger);
+        // INVARIANT: only a submitted aggregate can be challenged.
+        if (status != Phase.Submitted) revert NoAggregateSubmitted(round);
+        uint256 challengeDeadline = uint256(rs.submitBlock) + _config.challengeWindow;
+        // INVARIANT: challenges are allowed iff block.number <= challengeDeadline (finalize
+        // needs block.number > challengeDeadline), so the two never overlap.
+        if (block.number > challengeDeadline) revert ChallengeWindowClosed(round, challengeDeadline);
+        AggregatorState storage info = _aggregatorState[msg.sender];
+        // INVARIANT: only committee members challenge (they are the PBFT replicas).
+        if (!info.registered) revert NotAggregator(msg.sender);
+        // INVARIANT: a slashed member has no say in disputes any more.
+        if (info.slashed) revert AggregatorIsSlashed(msg.sender);
+        // INVARIANT: nobody disputes its own aggregate.
+        if (msg.sender == rs.aggregator) revert ChallengerIsSubmitter(msg.sender);
+        // INVARIANT: every challenge is backed by exactly the configured bond.
+        if (msg.value != _config.challengeBond) revert WrongValue(_config.challengeBond, msg.value);
+
+        rs.status = Phase.Disputed;
+        rs.challenger = msg.sender;
+        rs.challengeBlock = uint64(block.number);
+        emit Challenged(round, rs.attempt, msg.sender, rs.aggregateDigest);
+    }
+
+    /// @notice Applies the committee's certified verdict on the disputed aggregate of `round`.
+    ///         Callable by anyone holding the certificate.
+    ///         faulty == true: the submitter is slashed (its whole remaining stake plus the
+    ///         aggregate bond; permanently out of the rotation and of future quorums), the
+    ///         challenger is credited its bond back plus half the slashed amount (rounded down),
+    ///         the treasury (owner) the other half, and the round re-opens at attempt + 1
+    ///         starting at this block for the next aggregator in rotation.
+    ///         faulty == false: the challenge bond is forfeited to the treasury (owner) and the
+    ///         round returns to Submitted; it can be finalized once block.number >
+    ///         challengeDeadline and challenged again (with a new bond) until then.
+    /// @dev The certificate: one 65-byte signature (r ‖ s ‖ v, low s, v in {27, 28}) per signer
+    ///      over `verdictDigest(round, attempt, aggregateDigest, faulty, viewNumber)`. Recovered
+    ///      signers must be registered, non-slashed committee members in strictly increasing
+    ///      address order (so no duplicates), at least `commitQuorum()` of them.
+    /// @param round Must be the current round, Disputed.
+    /// @param attempt Must equal the attempt of the disputed submission.
+    /// @param faulty The committee's verdict (true: the aggregate is wrong).
+    /// @param viewNumber PBFT view in which the verdict committed (bound by the signatures).
+    /// @param signatures Signatures sorted by recovered signer address, ascending.
+    function resolveDispute(
+        uint256 round,
+        uint256 attempt,
+        bool faulty,
+        uint256 viewNumber,
+        bytes[] calldata signatures
+    ) external {
+        RoundState storage rs = _currentRoundState(round);
+        // INVARIANT: a verdict needs an open dispute.
+        if (rs.status != Phase.Disputed) revert NoOpenDispute(round);
+        // INVARIANT: a certificate only settles the submission it was made for.
+        if (attempt != rs.attempt) revert AttemptMismatch(round, rs.attempt, attempt);
+        _verifyCertificate(verdictDigest(round, attempt, rs.aggregateDigest, faulty, viewNumber), signatures);
+
+        address challenger = rs.challenger;
+        rs.challenger = address(0);
+        rs.challengeBlock = 0;
+        if (faulty) {
+            _rejectAggregate(round, rs, challenger, viewNumber);
+        } else {
+            _upholdAggregate(round, rs, challenger, viewNumber);
+        }
+    }
+
+    /// @dev Faulty verdict: slash the submitter, split the slashed amount, re-open the round.
+    function _rejectAggregate(uint256 round, RoundState storage rs, address challenger, uint256 viewNumber) private {
+        address submitter = rs.aggregator;
+        uint32 attempt = rs.attempt;
+        AggregatorState storage sub = _aggregatorState[submitter];
+        uint256 slashedAmount = sub.stake + _config.aggregateBond;
+        // INVARIANT: the challenger gets at most half of what is slashed, so challenging one's
+        // own aggregate through a second identity loses the other half.
+        uint256 reward = slashedAmount / 2;
+        uint256 treasuryAmount = slashedAmount - reward;
+        sub.stake = 0;
+        sub.slashed = true;
+        // INVARIANT: a rejected aggregate never counts; the next attempt starts now and the
+        // rotation skips the slashed submitter.
+        rs.status = Phase.Pending;
+        rs.aggregator = address(0);
+        rs.submitBlock = 0;
+        rs.aggregateDigest = bytes32(0);
+        rs.attempt = attempt + 1;
+        rs.attemptStart = uint64(block.number);
+        credits[challenger] += _config.challengeBond + reward;
+        credits[owner()] += treasuryAmount;
+        emit Slashed(submitter, slashedAmount);
+        emit DisputeResolved(round, attempt, true, viewNumber, challenger, slashedAmount, reward, treasuryAmount);
+    }
+
+    /// @dev Not-faulty verdict: the challenge bond goes to the treasury, the aggregate stands.
+    function _upholdAggregate(uint256 round, RoundState storage rs, address challenger, uint256 viewNumber) private {
+        uint256 bond = _config.challengeBond;
+        rs.status = Phase.Submitted;
+        credits[owner()] += bond;
+        emit DisputeResolved(round, rs.attempt, false, viewNumber, challenger, 0, 0, bond);
+    }
+
+    /// @notice EIP-712 digest the committee signs for a verdict: keccak256(0x1901 ‖
+    ///         domainSeparator ‖ keccak256(abi.encode(DISPUTE_VERDICT_TYPEHASH, round, attempt,
+    ///         aggregateDigest, faulty, viewNumber))); equals consensus.certificate.verdict_digest.
+    function verdictDigest(uint256 round, uint256 attempt, bytes32 aggregateDigest, bool faulty, uint256 viewNumber)
+        public
+        view
+        returns (bytes32)
+    {
+        return _hashTypedDataV4(
+            keccak256(abi.encode(DISPUTE_VERDICT_TYPEHASH, round, attempt, aggregateDigest, faulty, viewNumber))
+        );
+    }
+
+    /// @notice Number of committee members (frozen at `start`).
+    function committeeSize() external view returns (uint256) {
+        return _aggregators.length;
+    }
+
+    /// @notice Signatures a dispute certificate needs: n - f with f = (n - 1) / 3 (`Quorums`).
+    function commitQuorum() external view returns (uint256) {
+        return Quorums.commitQuorum(_aggregators.length);
     }
 
     // ------------------------------------------------------------------------------------
@@ -528,6 +716,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient {
             info.challengeDeadline = rs.submitBlock + uint64(_config.challengeWindow);
             info.submissionAttempt = rs.attempt;
             info.submissionUpdateCount = rs.updateCount;
+            info.challenger = rs.challenger;
+            info.challengeBlock = rs.challengeBlock;
         }
     }
 
@@ -602,6 +792,35 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient {
         // INVARIANT: only the current round is open.
         if (round != _currentRound) revert RoundNotOpen(round, _currentRound);
         return _rounds[round];
+    }
+
+    /// @dev Reverts unless `signatures` certify `digest`: all valid (OpenZeppelin ECDSA: 65
+    ///      bytes, low s, v in {27, 28}), recovered signers registered and not slashed, strictly
+    ///      increasing, and at least commitQuorum(n) of them (n frozen at start).
+    function _verifyCertificate(bytes32 digest, bytes[] calldata signatures) private view {
+        uint256 quorum = Quorums.commitQuorum(_aggregators.length);
+        uint256 count = signatures.length;
+        // INVARIANT: a certificate carries at least n - f distinct member signatures (checked
+        // up front; every entry must then be valid, so count == distinct valid signers).
+        if (count < quorum) revert QuorumNotReached(count, quorum);
+        address previous = address(0);
+        for (uint256 i = 0; i < count; ++i) {
+            (address signer, ECDSA.RecoverError err,) = ECDSA.tryRecoverCalldata(digest, signatures[i]);
+            // INVARIANT: only well-formed, non-malleable signatures count.
+            if (err != ECDSA.RecoverError.NoError) revert InvalidSignature(i, uint8(err));
+            AggregatorState storage info = _aggregatorState[signer];
+            // INVARIANT: only committee members vote (a signature over other data recovers a
+            // stranger).
+            if (!info.registered) revert SignerNotMember(i, signer);
+            // INVARIANT: a slashed member's vote no longer counts.
+            if (info.slashed) revert SignerSlashed(i, signer);
+            // INVARIANT: signers are strictly increasing, so each member counts once.
+            if (signer <= previous) {
+                if (signer == previous) revert DuplicateSigner(i, signer);
+                revert SignersNotSorted(i, previous, signer);
+            }
+            previous = signer;
+        }
     }
 
     function _collectionClosed(RoundState storage rs) private view returns (bool) {

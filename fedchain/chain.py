@@ -12,15 +12,19 @@ Typical use::
     receipt = chain.transact(chain.accounts[0], contract.functions.start(), "start")
     chain.mine(5)
     print(chain.gas.summary())
+
+View calls are cached per block (see :meth:`Chain.call`): nodes poll the same views many times
+while the chain sits at one block, and state only changes with a new block.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import json
 import statistics
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +60,8 @@ _ERROR_STRING_SELECTOR = bytes.fromhex("08c379a0")  # Error(string)
 _PANIC_SELECTOR = bytes.fromhex("4e487b71")  # Panic(uint256)
 _GAS_MARGIN_NUM, _GAS_MARGIN_DEN = 6, 5  # send estimate * 1.2 (+ a small constant)
 _GAS_MARGIN_ADD = 10_000
+#: Upper bound on cached view results per block (distinct contract + calldata pairs).
+_VIEW_CACHE_MAX = 4096
 
 
 # ----------------------------------------------------------------------------------------
@@ -362,6 +368,14 @@ class Chain:
         self._anvil_mine = True
         self._embedded_gas_limit = min(self._block_gas_limit // 2, 15_000_000)
         self._call_from = self.accounts[0].address if self.accounts else _ZERO_ADDRESS
+        #: Per-block cache of view results, keyed by (contract address, calldata); only
+        #: entries of block ``_view_cache_block`` are kept (see :meth:`call`).
+        self.view_cache = True
+        self.view_cache_hits = 0
+        self.view_cache_misses = 0
+        self._view_cache: dict[tuple[str, bytes], tuple[bool, Any]] = {}
+        self._view_cache_block = -1
+        self._view_cache_lock = threading.Lock()
 
     # -- construction ---------------------------------------------------------------------
 
@@ -445,6 +459,14 @@ class Chain:
         return self._tester is not None
 
     def block_number(self) -> int:
+        """Number of the latest mined block (what views are evaluated at)."""
+        if self._tester is not None:
+            # eth-tester serialises the whole latest block to answer eth_blockNumber; its
+            # py-evm backend keeps the pending block as the head, so latest = head - 1.
+            try:
+                return max(0, int(self._tester.backend.chain.header.block_number) - 1)
+            except AttributeError:  # pragma: no cover - another eth-tester backend
+                pass
         return int(self.w3.eth.block_number)
 
     def balance(self, address: str) -> int:
@@ -454,6 +476,7 @@ class Chain:
         """Mine ``n`` empty blocks (eth-tester ``mine_blocks``; RPC ``anvil_mine``/``evm_mine``)."""
         if n <= 0:
             return
+        self.invalidate_views()
         if self._tester is not None:
             self._tester.mine_blocks(n)
             return
@@ -493,11 +516,25 @@ class Chain:
                 if "error" in response or response.get("result") is False:
                     raise ChainError(f"cannot revert to snapshot {snapshot_id!r}")
             self._nonces.clear()
+            self.invalidate_views()  # block numbers are reused after a revert
 
     # -- contract calls -------------------------------------------------------------------
 
     def call(self, contract_fn: Any, block_identifier: Any = None) -> Any:
-        """Run a view/pure ``contract_fn`` and return its decoded result; reverts are typed."""
+        """Run a view/pure ``contract_fn`` and return its decoded result; reverts are typed.
+
+        Without ``block_identifier`` the call is evaluated at the latest block number ``b`` and
+        its outcome (result or typed revert) is cached under ``(b, contract address, calldata)``
+        until the chain moves on: a hit costs one ``eth_blockNumber`` instead of an
+        ``eth_call`` plus ABI encoding/decoding. The call is pinned to block ``b`` so a block
+        mined in between cannot put a newer state under an older key. Every receipt this
+        :class:`Chain` waits for, :meth:`mine` and :meth:`revert` drop the cache; set
+        :attr:`view_cache` to False to disable it. Not detected: another process reverting
+        the node to a snapshot and re-mining the same block numbers.
+        """
+        if block_identifier is None and self.view_cache:
+            key = (str(contract_fn.address), bytes(HexBytes(contract_fn._encode_transaction_data())))
+            return self.cached_call(key, lambda: contract_fn)
         abi = _abi_of(contract_fn)
         try:
             # an explicit sender spares eth-tester's default-account lookup on every call
@@ -506,6 +543,47 @@ class Chain:
             if _is_revert(exc):
                 raise self._typed_revert(exc, abi, _fn_name(contract_fn)) from exc
             raise
+
+    def invalidate_views(self) -> None:
+        """Forget every cached view result."""
+        with self._view_cache_lock:
+            self._view_cache.clear()
+            self._view_cache_block = -1
+
+    def cached_call(self, key: Hashable, make_fn: Callable[[], Any]) -> Any:
+        """:meth:`call` through the per-block view cache under a caller-chosen ``key``.
+
+        ``key`` must identify the contract and calldata exactly (e.g. ``(address, function
+        name, args)``); ``make_fn`` builds the bound contract function only on a miss, which
+        spares the ABI encoding of a hit. Honours :attr:`view_cache` (off: plain call).
+        """
+        if not self.view_cache:
+            return self.call(make_fn(), "latest")
+        block = self.block_number()
+        with self._view_cache_lock:
+            if block != self._view_cache_block:
+                self._view_cache.clear()
+                self._view_cache_block = block
+            entry = self._view_cache.get(key)
+            if entry is not None:
+                self.view_cache_hits += 1
+        if entry is not None:
+            return _replay(entry)
+        contract_fn = make_fn()
+        try:
+            result = contract_fn.call({"from": self._call_from}, block_identifier=block)
+            entry = (True, result)
+        except Exception as exc:
+            if not _is_revert(exc):
+                raise
+            abi = _abi_of(contract_fn)
+            entry = (False, self._typed_revert(exc, abi, _fn_name(contract_fn)))
+        with self._view_cache_lock:
+            self.view_cache_misses += 1
+            # stored only if nothing invalidated the cache or moved it to a newer block since
+            if self._view_cache_block == block and len(self._view_cache) < _VIEW_CACHE_MAX:
+                self._view_cache[key] = entry
+        return _replay(entry)
 
     def transact(
         self,
@@ -654,9 +732,11 @@ class Chain:
 
     def _wait(self, tx_hash: HexBytes) -> Any:
         try:
-            return self.w3.eth.wait_for_transaction_receipt(
+            receipt = self.w3.eth.wait_for_transaction_receipt(
                 tx_hash, timeout=self.receipt_timeout, poll_latency=self.poll_latency or 0.01
             )
+            self.invalidate_views()  # our own transaction changed state
+            return receipt
         except TimeExhausted as exc:
             raise ChainError(
                 f"transaction {tx_hash.hex()} not mined after {self.receipt_timeout}s"
@@ -728,6 +808,14 @@ class Chain:
             f"(status 0, gas used {receipt['gasUsed']} of {tx.get('gas')}); the replay did not "
             "revert, so it most likely ran out of gas"
         )
+
+
+def _replay(entry: tuple[bool, Any]) -> Any:
+    """A cached view outcome: a private copy of the result, or a fresh typed revert raised."""
+    ok, value = entry
+    if ok:
+        return copy.deepcopy(value) if isinstance(value, list | tuple | dict) else value
+    raise type(value)(str(value), value.error_args)
 
 
 def _abi_of(contract_fn: Any) -> list[Mapping[str, Any]]:

@@ -17,8 +17,19 @@ Block timing: views (``phase``, ``current_aggregator``, ...) are evaluated at th
 block ``b``, while a transaction sent now executes in block ``b + 1``. All windows are inclusive
 on the contract side as follows: updates are accepted while ``block.number < closeBlock``; the
 chosen aggregator may submit while ``block.number <= deadline_block``; ``advanceAttempt`` needs
-``block.number > deadline_block``; challenges (future) are allowed while ``block.number <=
-challenge_deadline`` and ``finalize`` needs ``block.number > challenge_deadline``.
+``block.number > deadline_block``; challenges are allowed while ``block.number <=
+challenge_deadline`` and ``finalize`` needs ``block.number > challenge_deadline`` (and no open
+dispute).
+
+Dispute path: a committee member other than the submitter calls :meth:`TaskContract.challenge`
+(bonding ``challenge_bond``); the round is ``DISPUTED`` until anyone submits the committee's
+commit certificate with :meth:`TaskContract.resolve_dispute` (or
+:meth:`TaskContract.resolve_certificate` for a ``consensus.certificate.CommitCertificate``).
+The signed EIP-712 digest is :meth:`TaskContract.verdict_digest`; it equals
+``consensus.certificate.verdict_digest`` for the domain {"FedChainTask", "1", chain id, task}.
+A faulty verdict slashes the submitter (stake + aggregate bond; half to the challenger, half to
+the owner's treasury, the challenger's bond returned) and re-opens the round at attempt + 1;
+an upheld aggregate sends the challenge bond to the treasury.
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from dataclasses import astuple, dataclass
 from enum import IntEnum
 from functools import cache
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from eth_abi.abi import encode as abi_encode
@@ -76,13 +88,21 @@ class Phase(IntEnum):
     COLLECTING = 1  # clients submit updates
     AGGREGATING = 2  # collection closed; the chosen aggregator may submit
     SUBMITTED = 3  # aggregate submitted; challenge window running / awaiting finalize
-    DISPUTED = 4  # reserved for the challenge + PBFT certificate path
+    DISPUTED = 4  # challenged; waits for the committee's certificate (resolve_dispute)
     FINALIZED = 5
 
 
 class RotationPolicy(IntEnum):
     ROUND_ROBIN = 0
     SEEDED_RANDOM = 1
+
+
+class SignatureFault(IntEnum):
+    """``reason`` of :class:`InvalidSignature` (OpenZeppelin ``ECDSA.RecoverError``)."""
+
+    INVALID_SIGNATURE = 1  # does not recover (includes v not in {27, 28}, r = 0, ...)
+    INVALID_LENGTH = 2  # not 65 bytes r || s || v
+    MALLEABLE_S = 3  # s in the upper half order
 
 
 def _digest(name: str, value: bytes) -> bytes:
@@ -167,6 +187,8 @@ class RoundInfo:
     submission_attempt: int
     submission_update_count: int
     finalized: bool
+    challenger: str | None = None  # challenger of the open dispute (None unless DISPUTED)
+    challenge_block: int = 0  # block of that challenge (0 unless DISPUTED)
 
     @classmethod
     def from_tuple(cls, values: Any) -> RoundInfo:
@@ -174,6 +196,7 @@ class RoundInfo:
         v[0] = Phase(v[0])
         v[8] = _opt_address(v[8])
         v[9] = bytes(v[9])
+        v[15] = _opt_address(v[15])
         return cls(*v)
 
 
@@ -267,6 +290,27 @@ class AggregatorIsSlashed(TaskRevert):
     params = ("account",)
 
 
+class AttemptMismatch(TaskRevert):
+    """``resolveDispute`` names another attempt than the disputed submission's."""
+
+    error_name = "AttemptMismatch"
+    params = ("round", "disputedAttempt", "attempt")
+
+
+class ChallengeWindowClosed(TaskRevert):
+    """``challenge`` called while block.number > challengeDeadline."""
+
+    error_name = "ChallengeWindowClosed"
+    params = ("round", "challengeDeadline")
+
+
+class ChallengerIsSubmitter(TaskRevert):
+    """The submitter tried to challenge its own aggregate."""
+
+    error_name = "ChallengerIsSubmitter"
+    params = ("account",)
+
+
 class ChallengeWindowOpen(TaskRevert):
     """``finalize`` called while block.number <= challengeDeadline."""
 
@@ -300,6 +344,26 @@ class DeadlineNotPassed(TaskRevert):
     params = ("round", "attempt", "deadlineBlock")
 
 
+class DisputeOpen(TaskRevert):
+    """A second ``challenge`` or a ``finalize`` while the round is DISPUTED."""
+
+    error_name = "DisputeOpen"
+    params = ("round", "challenger")
+
+
+class DuplicateSigner(TaskRevert):
+    """The same signer appears twice in a certificate (``index`` is the second one)."""
+
+    error_name = "DuplicateSigner"
+    params = ("index", "signer")
+
+
+class EmptyCommittee(TaskRevert):
+    """A quorum was asked for an empty committee (``commitQuorum`` before any registration)."""
+
+    error_name = "EmptyCommittee"
+
+
 class InvalidNumRounds(TaskRevert):
     error_name = "InvalidNumRounds"
     params = ("numRounds",)
@@ -308,6 +372,23 @@ class InvalidNumRounds(TaskRevert):
 class InvalidRotationPolicy(TaskRevert):
     error_name = "InvalidRotationPolicy"
     params = ("policy",)
+
+
+class InvalidShortString(TaskRevert):
+    """OpenZeppelin ``ShortStrings`` (EIP-712 name/version); unreachable with fixed names."""
+
+    error_name = "InvalidShortString"
+
+
+class InvalidSignature(TaskRevert):
+    """Certificate entry ``index`` is not a valid signature; ``reason`` is a SignatureFault."""
+
+    error_name = "InvalidSignature"
+    params = ("index", "reason")
+
+    @property
+    def fault(self) -> SignatureFault:
+        return SignatureFault(int(self.error_args["reason"]))  # type: ignore[call-overload]
 
 
 class InvalidUpdateBounds(TaskRevert):
@@ -327,6 +408,13 @@ class NoAggregateSubmitted(TaskRevert):
 
 class NoAggregators(TaskRevert):
     error_name = "NoAggregators"
+
+
+class NoOpenDispute(TaskRevert):
+    """``resolveDispute`` while the round is not DISPUTED."""
+
+    error_name = "NoOpenDispute"
+    params = ("round",)
 
 
 class NotAggregator(TaskRevert):
@@ -361,6 +449,13 @@ class OwnableUnauthorizedAccount(TaskRevert):
     params = ("account",)
 
 
+class QuorumNotReached(TaskRevert):
+    """A certificate with fewer than ``commitQuorum()`` signatures."""
+
+    error_name = "QuorumNotReached"
+    params = ("signers", "quorum")
+
+
 class ReentrancyGuardReentrantCall(TaskRevert):
     error_name = "ReentrancyGuardReentrantCall"
 
@@ -379,6 +474,34 @@ class RoundNotOpen(TaskRevert):
 
     error_name = "RoundNotOpen"
     params = ("round", "currentRound")
+
+
+class SignerNotMember(TaskRevert):
+    """A signature recovers to a non-member (also what a signature over other data gives)."""
+
+    error_name = "SignerNotMember"
+    params = ("index", "signer")
+
+
+class SignerSlashed(TaskRevert):
+    """A slashed member signed the certificate; its vote no longer counts."""
+
+    error_name = "SignerSlashed"
+    params = ("index", "signer")
+
+
+class SignersNotSorted(TaskRevert):
+    """Certificate signers must be strictly increasing by address."""
+
+    error_name = "SignersNotSorted"
+    params = ("index", "previous", "signer")
+
+
+class StringTooLong(TaskRevert):
+    """OpenZeppelin ``ShortStrings`` (EIP-712 name/version); unreachable with fixed names."""
+
+    error_name = "StringTooLong"
+    params = ("str",)
 
 
 class SubmitDeadlinePassed(TaskRevert):
@@ -443,27 +566,41 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         AggregateAlreadySubmitted,
         AggregatorAlreadyRegistered,
         AggregatorIsSlashed,
+        AttemptMismatch,
+        ChallengeWindowClosed,
         ChallengeWindowOpen,
+        ChallengerIsSubmitter,
         ClientAlreadyRegistered,
         CollectionClosed,
         CollectionNotClosed,
         DeadlineNotPassed,
+        DisputeOpen,
+        DuplicateSigner,
+        EmptyCommittee,
         InvalidNumRounds,
         InvalidRotationPolicy,
+        InvalidShortString,
+        InvalidSignature,
         InvalidUpdateBounds,
         InvalidWindow,
         NoAggregateSubmitted,
         NoAggregators,
+        NoOpenDispute,
         NotAggregator,
         NotChosenAggregator,
         NotClient,
         NothingToWithdraw,
         OwnableInvalidOwner,
         OwnableUnauthorizedAccount,
+        QuorumNotReached,
         ReentrancyGuardReentrantCall,
         RenounceDisabled,
         RoundAlreadyFinalized,
         RoundNotOpen,
+        SignerNotMember,
+        SignerSlashed,
+        SignersNotSorted,
+        StringTooLong,
         SubmitDeadlinePassed,
         TaskAlreadyCompleted,
         TaskAlreadyStarted,
@@ -558,6 +695,36 @@ class TaskContract:
     def withdraw(self, acct: LocalAccount) -> Any:
         return self._tx(acct, "withdraw")
 
+    def challenge(self, acct: LocalAccount, round: int, value: int | None = None) -> Any:
+        """Challenge the submitted aggregate of ``round``; bonds ``challenge_bond`` unless
+        ``value`` is given. ``acct`` must be a non-slashed committee member, not the submitter,
+        and the transaction must execute while ``block.number <= challenge_deadline``."""
+        bond = self.config().challenge_bond if value is None else value
+        return self._tx(acct, "challenge", round, value=bond)
+
+    def resolve_dispute(
+        self,
+        acct: LocalAccount,
+        round: int,
+        attempt: int,
+        faulty: bool,
+        view: int,
+        signatures: Sequence[bytes],
+    ) -> Any:
+        """Carry the committee's verdict on-chain (anyone may send it).
+
+        ``signatures``: 65-byte ``r || s || v`` signatures over :meth:`verdict_digest`, ordered
+        by signer address ascending, at least :meth:`commit_quorum` of them.
+        """
+        sigs = [bytes(sig) for sig in signatures]
+        return self._tx(acct, "resolveDispute", round, attempt, bool(faulty), view, sigs)
+
+    def resolve_certificate(self, acct: LocalAccount, certificate: Any) -> Any:
+        """:meth:`resolve_dispute` with a ``consensus.certificate.CommitCertificate`` (or any
+        object whose ``to_contract_args()`` returns ``(round, attempt, faulty, view, sigs)``)."""
+        round, attempt, faulty, view, sigs = certificate.to_contract_args()
+        return self.resolve_dispute(acct, round, attempt, faulty, view, sigs)
+
     def top_up_stake(self, acct: LocalAccount, value: int) -> Any:
         return self._tx(acct, "topUpStake", value=value)
 
@@ -567,7 +734,14 @@ class TaskContract:
     # -- views ----------------------------------------------------------------------------
 
     def _call(self, name: str, *args: Any) -> Any:
-        return self.chain.call(getattr(self.contract.functions, name)(*args))
+        """View call through the chain's per-block cache. The key (address, function name,
+        args) determines the calldata (no overloads), so a hit skips ABI encoding."""
+        key = ("FedChainTask", self.address, name, args)
+        try:
+            hash(key)
+        except TypeError:  # unhashable argument: fall back to the calldata key
+            return self.chain.call(getattr(self.contract.functions, name)(*args))
+        return self.chain.cached_call(key, lambda: getattr(self.contract.functions, name)(*args))
 
     def current_round(self) -> int:
         return int(self._call("currentRound"))
@@ -631,6 +805,37 @@ class TaskContract:
 
     def owner(self) -> str:
         return to_checksum_address(self._call("owner"))
+
+    def verdict_digest(
+        self, round: int, attempt: int, aggregate_digest: bytes, faulty: bool, view: int
+    ) -> bytes:
+        """The EIP-712 digest a committee member signs for this verdict (computed on-chain)."""
+        return bytes(
+            self._call(
+                "verdictDigest", round, attempt, _digest("aggregate_digest", aggregate_digest),
+                bool(faulty), view,
+            )
+        )
+
+    def committee_size(self) -> int:
+        """Registered aggregators (frozen at ``start``): the ``n`` of the quorum maths."""
+        return int(self._call("committeeSize"))
+
+    def commit_quorum(self) -> int:
+        """Signatures a dispute certificate needs: ``n - (n - 1) // 3``.
+
+        Raises :class:`EmptyCommittee` while nobody is registered."""
+        return int(self._call("commitQuorum"))
+
+    def eip712_domain(self) -> dict[str, Any]:
+        """The ERC-5267 EIP-712 domain: ``{name, version, chainId, verifyingContract}``."""
+        _fields, name, version, chain_id, verifying, _salt, _ext = self._call("eip712Domain")
+        return {
+            "name": str(name),
+            "version": str(version),
+            "chainId": int(chain_id),
+            "verifyingContract": to_checksum_address(verifying),
+        }
 
     def config(self) -> TaskConfig:
         """The task parameters (read once from the chain, then cached: they are immutable)."""

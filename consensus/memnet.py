@@ -1,0 +1,452 @@
+"""A deterministic in-memory network for PBFT replicas, driven by a seed.
+
+Time is an integer tick. Every message gets a delay drawn from ``[min_delay, max_delay]``
+ticks (so messages are reordered), may be dropped or duplicated before the global
+stabilisation time ``gst``, and is dropped while a partition separates its endpoints. Timers set
+by replicas fire on the simulated clock (``ceil(delay)`` ticks later). All randomness comes
+from one ``random.Random(seed)`` consumed in a fixed order and events at the same tick run in
+the order they were scheduled, so the same seed, nodes and calls give the same schedule and
+the same outcome.
+
+Byzantine members are simply other :class:`~consensus.pbft.Node` implementations;
+``crash(node, at)`` silences a node from a given tick on.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+from eth_utils import keccak
+
+from consensus.messages import Commit, Domain, Instance, InstanceKey, Message, decode, encode
+from consensus.pbft import (
+    Action,
+    Broadcast,
+    CancelTimer,
+    Decide,
+    DoubleVoter,
+    EquivocatingPrimary,
+    LyingVoter,
+    Node,
+    RandomByzantine,
+    Replica,
+    ReplicaConfig,
+    Send,
+    SetTimer,
+    SilentReplica,
+)
+from consensus.quorums import commit_quorum, max_faulty
+from fedchain.errors import ConsensusError
+
+__all__ = [
+    "MemNet",
+    "NetConfig",
+    "NetStats",
+    "Partition",
+    "ScheduleResult",
+    "conflicting_certificates",
+    "random_schedule",
+    "simulation_accounts",
+]
+
+
+@dataclass(frozen=True)
+class Partition:
+    """While ``start <= tick < end``, nodes in ``group`` and the others cannot talk."""
+
+    group: frozenset[int]
+    start: int
+    end: int
+
+    def cuts(self, a: int, b: int, tick: int) -> bool:
+        return self.start <= tick < self.end and ((a in self.group) != (b in self.group))
+
+
+@dataclass(frozen=True)
+class NetConfig:
+    drop_prob: float = 0.0
+    dup_prob: float = 0.0
+    min_delay: int = 1
+    max_delay: int = 3
+    partitions: tuple[Partition, ...] = ()
+    gst: int = 0  # from this tick on: no random drops or duplicates
+    wire: bool = False  # round-trip every message through the canonical codec
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.drop_prob <= 1 and 0 <= self.dup_prob <= 1):
+            raise ConsensusError("probabilities must be in [0, 1]")
+        if not 1 <= self.min_delay <= self.max_delay:
+            raise ConsensusError("need 1 <= min_delay <= max_delay")
+
+
+@dataclass
+class NetStats:
+    sent: int = 0
+    delivered: int = 0
+    dropped: int = 0
+    duplicated: int = 0
+    partitioned: int = 0
+    timers_fired: int = 0
+    bytes: int = 0
+
+
+@dataclass(order=True)
+class _Event:
+    tick: int
+    order: int
+    kind: str = field(compare=False)
+    node: int = field(compare=False)
+    payload: object = field(compare=False, default=None)
+
+
+class MemNet:
+    """Simulated network over ``nodes`` (``nodes[i].index == i``)."""
+
+    def __init__(self, nodes: Sequence[Node], config: NetConfig | None = None, seed: int = 0):
+        for i, node in enumerate(nodes):
+            if node.index != i:
+                raise ConsensusError("nodes must be listed in committee order")
+        self.nodes = list(nodes)
+        self.config = config or NetConfig()
+        self.rng = random.Random(seed)
+        self.now = 0
+        self.stats = NetStats()
+        self._queue: list[_Event] = []
+        self._order = 0
+        self._timers: dict[tuple[int, str], int] = {}
+        self.crashed: dict[int, int] = {}
+        self.decisions: dict[int, dict[Instance, Decide]] = {i: {} for i in range(len(nodes))}
+        self.commits_seen: set[Commit] = set()
+        self.on_action: Callable[[int, Action], None] | None = None
+
+    # ---- scheduling -----------------------------------------------------------------------
+
+    def _push(self, tick: int, kind: str, node: int, payload: object = None) -> None:
+        self._order += 1
+        heapq.heappush(self._queue, _Event(tick, self._order, kind, node, payload))
+
+    def start(
+        self, instance: Instance, at: int | None = None, nodes: Iterable[int] | None = None
+    ) -> None:
+        """Tell ``nodes`` (default: all) about a dispute at tick ``at`` (default: now)."""
+        tick = self.now if at is None else at
+        for i in range(len(self.nodes)) if nodes is None else nodes:
+            self._push(tick, "start", i, instance)
+
+    def crash(self, node: int, at: int | None = None) -> None:
+        """From tick ``at`` on, ``node`` neither receives nor sends anything."""
+        self.crashed[node] = self.now if at is None else at
+
+    def is_down(self, node: int, tick: int | None = None) -> bool:
+        at = self.crashed.get(node)
+        return at is not None and (self.now if tick is None else tick) >= at
+
+    # ---- running --------------------------------------------------------------------------
+
+    def step(self) -> None:
+        """Run every event of the current tick, then advance the clock by one."""
+        while self._queue and self._queue[0].tick <= self.now:
+            ev = heapq.heappop(self._queue)
+            self._run(ev)
+        self.now += 1
+
+    def run_until(self, predicate: Callable[[MemNet], bool], max_ticks: int) -> bool:
+        """Step until ``predicate(self)`` holds (True) or ``max_ticks`` more ticks pass."""
+        deadline = self.now + max_ticks
+        while self.now < deadline:
+            if predicate(self):
+                return True
+            self.step()
+        return predicate(self)
+
+    def decided(self, instance: Instance, nodes: Iterable[int]) -> bool:
+        return all(instance in self.decisions[i] for i in nodes)
+
+    def _run(self, ev: _Event) -> None:
+        if self.is_down(ev.node):
+            return
+        node = self.nodes[ev.node]
+        if ev.kind == "start":
+            assert isinstance(ev.payload, Instance)
+            actions = node.start(ev.payload)
+        elif ev.kind == "timer":
+            assert isinstance(ev.payload, str)
+            key = (ev.node, ev.payload)
+            if self._timers.get(key) != ev.order:
+                return
+            del self._timers[key]
+            self.stats.timers_fired += 1
+            actions = node.on_timer(ev.payload)
+        else:
+            src, data = ev.payload  # type: ignore[misc]
+            if any(p.cuts(src, ev.node, self.now) for p in self.config.partitions):
+                self.stats.partitioned += 1
+                return
+            msg = decode(data) if isinstance(data, bytes) else data
+            self.stats.delivered += 1
+            actions = node.on_message(msg)
+        self._apply(ev.node, actions)
+
+    def _apply(self, src: int, actions: list[Action]) -> None:
+        for a in actions:
+            if self.on_action is not None:
+                self.on_action(src, a)
+            if isinstance(a, Broadcast):
+                payload = self._payload(a.msg)
+                for dst in range(len(self.nodes)):
+                    if dst != src:
+                        self._route(src, dst, payload)
+            elif isinstance(a, Send):
+                if 0 <= a.to < len(self.nodes) and a.to != src:
+                    self._route(src, a.to, self._payload(a.msg))
+            elif isinstance(a, SetTimer):
+                ticks = max(1, math.ceil(a.delay))
+                self._push(self.now + ticks, "timer", src, a.timer_id)
+                self._timers[(src, a.timer_id)] = self._order
+            elif isinstance(a, CancelTimer):
+                self._timers.pop((src, a.timer_id), None)
+            elif isinstance(a, Decide):
+                self.decisions[src].setdefault(a.instance, a)
+
+    def _payload(self, msg: Message) -> Message | bytes:
+        if isinstance(msg, Commit):
+            self.commits_seen.add(msg)
+        if self.config.wire:
+            data = encode(msg)
+            self.stats.bytes += len(data)
+            return data
+        return msg
+
+    def _route(self, src: int, dst: int, payload: Message | bytes) -> None:
+        self.stats.sent += 1
+        cfg = self.config
+        before_gst = self.now < cfg.gst
+        if before_gst and cfg.drop_prob and self.rng.random() < cfg.drop_prob:
+            self.stats.dropped += 1
+            return
+        copies = 1
+        if before_gst and cfg.dup_prob and self.rng.random() < cfg.dup_prob:
+            copies = 2
+            self.stats.duplicated += 1
+        for _ in range(copies):
+            delay = self.rng.randint(cfg.min_delay, cfg.max_delay)
+            self._push(self.now + delay, "deliver", dst, (src, payload))
+
+    # ---- inspection -----------------------------------------------------------------------
+
+    def verdicts(self, key: InstanceKey, nodes: Iterable[int]) -> set[bool]:
+        """Verdicts decided for the instance with ``key`` among ``nodes``."""
+        return {d.faulty for i in nodes for inst, d in self.decisions[i].items() if inst.key == key}
+
+
+# --------------------------------------------------------------------------------------------
+# Seeded adversarial schedules (safety tests and "where does it break" experiments)
+# --------------------------------------------------------------------------------------------
+
+BEHAVIOURS: tuple[str, ...] = ("silent", "liar", "equivocator", "double", "random")
+SIM_DOMAIN = Domain(1337, "0x" + "fc" * 20)
+
+
+def simulation_accounts(n: int, tag: str = "fedchain-pbft-sim") -> list[LocalAccount]:
+    """Deterministic keys for simulations and tests. Never use them for anything real."""
+    return [Account.from_key(keccak(text=f"{tag}/{i}")) for i in range(n)]
+
+
+@dataclass
+class ScheduleResult:
+    """What one adversarial schedule did, and whether safety held."""
+
+    seed: int
+    n: int
+    byzantine: dict[int, str]
+    honest: list[int]
+    instances: list[Instance]
+    honest_verdicts: dict[InstanceKey, set[bool]]
+    all_decided: bool
+    ticks: int
+    max_view: int
+    view_changes: int
+    state_transfers: int
+    divergent_seqs: list[int]
+    conflicting_certificates: list[InstanceKey]
+    invalid_certificates: int
+    evidence: int
+    net: NetStats
+
+    @property
+    def safe(self) -> bool:
+        return (
+            all(len(v) <= 1 for v in self.honest_verdicts.values())
+            and not self.divergent_seqs
+            and not self.conflicting_certificates
+            and self.invalid_certificates == 0
+        )
+
+    @property
+    def decisions(self) -> int:
+        return sum(len(v) == 1 for v in self.honest_verdicts.values())
+
+
+def conflicting_certificates(
+    commits: Iterable[Commit], quorum: int, committee: Sequence[str]
+) -> list[InstanceKey]:
+    """Instances for which signed commits for *both* verdicts reach ``quorum`` in some view."""
+    signers: dict[tuple[InstanceKey, bool, int], set[int]] = {}
+    for c in commits:
+        signers.setdefault((c.key, c.faulty, c.view), set()).add(c.sender)
+    certified: dict[InstanceKey, set[bool]] = {}
+    for (key, faulty, _view), who in signers.items():
+        if len(who) >= quorum:
+            certified.setdefault(key, set()).add(faulty)
+    return sorted(k for k, v in certified.items() if len(v) > 1)
+
+
+def random_schedule(
+    n: int,
+    seed: int,
+    *,
+    byzantine: int | None = None,
+    behaviours: Sequence[str] = BEHAVIOURS,
+    instances: int | None = None,
+    disagreement: float = 0.3,
+    max_ticks: int = 4000,
+    config: ReplicaConfig | None = None,
+    wire: bool = False,
+) -> ScheduleResult:
+    """Run one seeded adversarial schedule and report on it.
+
+    ``byzantine`` members (default ``f``) get behaviours drawn from ``behaviours``; the primary
+    of view 0 is among them half of the time (as an equivocator). Honest members re-execute
+    deterministically, except that with probability ``disagreement`` an instance is one whose
+    honest verdicts differ (say, a payload only some could fetch), which is what makes the
+    PBFT quorum logic, rather than plain re-execution, carry safety. The network drops,
+    duplicates, delays and partitions messages until a random GST.
+    """
+    rng = random.Random(seed)
+    f = max_faulty(n)
+    nbyz = f if byzantine is None else byzantine
+    accounts = simulation_accounts(n)
+    committee = [a.address for a in accounts]
+    byz_ids: list[int] = []
+    if nbyz and rng.random() < 0.5:
+        byz_ids.append(0)
+    byz_ids += rng.sample([i for i in range(n) if i not in byz_ids], nbyz - len(byz_ids))
+    roles: dict[int, str] = {}
+    for i in byz_ids:
+        roles[i] = "equivocator" if i == 0 else rng.choice(list(behaviours))
+    honest = [i for i in range(n) if i not in roles]
+
+    count = instances if instances is not None else rng.randint(1, 3)
+    insts = [
+        Instance(
+            SIM_DOMAIN.verifying_contract,
+            SIM_DOMAIN.chain_id,
+            r,
+            rng.randint(0, 1),
+            keccak(text=f"aggregate/{r}"),
+        )
+        for r in range(1, count + 1)
+    ]
+    truth = {inst.key: rng.random() < 0.5 for inst in insts}
+    verdicts: dict[tuple[int, InstanceKey], bool] = {}
+    for inst in insts:
+        split = rng.random() < disagreement
+        for i in range(n):
+            v = truth[inst.key]
+            verdicts[(i, inst.key)] = (not v) if split and rng.random() < 0.4 else v
+
+    cfg = config or ReplicaConfig(
+        checkpoint_interval=2,
+        log_window=4,
+        request_timeout=30.0,
+        view_change_timeout=30.0,
+        retransmit_interval=12.0,
+        record_trace=True,
+    )
+    nodes: list[Node] = []
+    for i in range(n):
+
+        def validate(inst: Instance, i: int = i) -> bool:
+            return verdicts[(i, inst.key)]
+
+        role = roles.get(i)
+        args = (i, committee, accounts[i], SIM_DOMAIN, validate, cfg)
+        if role == "silent":
+            nodes.append(SilentReplica(i))
+        elif role == "liar":
+            nodes.append(LyingVoter(*args))
+        elif role == "equivocator":
+            nodes.append(EquivocatingPrimary(*args))
+        elif role == "double":
+            nodes.append(DoubleVoter(*args))
+        elif role == "random":
+            nodes.append(RandomByzantine(*args, seed=rng.randrange(1 << 30)))
+        else:
+            nodes.append(Replica(*args))
+
+    gst = rng.choice([0, rng.randint(20, 400)])
+    partitions = []
+    for _ in range(rng.randint(0, 2)):
+        if gst == 0:
+            break
+        group = frozenset(rng.sample(range(n), rng.randint(1, max(1, n // 2))))
+        start = rng.randint(0, gst)
+        partitions.append(Partition(group, start, rng.randint(start, gst)))
+    net_cfg = NetConfig(
+        drop_prob=rng.choice([0.0, 0.05, 0.15, 0.3]),
+        dup_prob=rng.choice([0.0, 0.1, 0.2]),
+        min_delay=1,
+        max_delay=rng.randint(1, 6),
+        partitions=tuple(partitions),
+        gst=gst,
+        wire=wire,
+    )
+    net = MemNet(nodes, net_cfg, seed=rng.randrange(1 << 30))
+    for inst in insts:
+        base = rng.randint(0, 30)
+        for i in range(n):
+            net.start(inst, at=base + rng.randint(0, 10), nodes=[i])
+
+    def done(net: MemNet) -> bool:
+        return all(net.decided(inst, honest) for inst in insts)
+
+    all_decided = net.run_until(done, max_ticks)
+
+    honest_verdicts = {inst.key: net.verdicts(inst.key, honest) for inst in insts}
+    traces: dict[int, set[tuple[InstanceKey, bool]]] = {}
+    replicas = [nodes[i] for i in honest]
+    for r in replicas:
+        assert isinstance(r, Replica)
+        for seq, key, faulty in r.trace:
+            traces.setdefault(seq, set()).add((key, faulty))
+    invalid = 0
+    for i in honest:
+        for inst, d in net.decisions[i].items():
+            if not d.certificate.is_valid(committee, SIM_DOMAIN, instance=inst):
+                invalid += 1
+    q = commit_quorum(n)
+    return ScheduleResult(
+        seed=seed,
+        n=n,
+        byzantine=roles,
+        honest=honest,
+        instances=insts,
+        honest_verdicts=honest_verdicts,
+        all_decided=all_decided,
+        ticks=net.now,
+        max_view=max(r.view for r in replicas if isinstance(r, Replica)),
+        view_changes=sum(r.stats["view_changes"] for r in replicas if isinstance(r, Replica)),
+        state_transfers=sum(r.stats["state_transfers"] for r in replicas if isinstance(r, Replica)),
+        divergent_seqs=sorted(s for s, v in traces.items() if len(v) > 1)
+        + [-1] * sum(r.stats["divergences"] for r in replicas if isinstance(r, Replica)),
+        conflicting_certificates=conflicting_certificates(net.commits_seen, q, committee),
+        invalid_certificates=invalid,
+        evidence=sum(len(r.evidence) for r in replicas if isinstance(r, Replica)),
+        net=net.stats,
+    )
