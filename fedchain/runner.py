@@ -22,7 +22,7 @@ import numpy as np
 from aggregators.behaviours import HONEST, Behaviour
 from aggregators.node import AggregatorEvent, AggregatorNode, NodeCrashed
 from aggregators.registry import make_rule, rule_id
-from clients.data import load_dataset, partition
+from clients.data import Dataset, load_dataset, partition
 from clients.models import build_model, get_params, param_spec, set_params
 from clients.node import ClientNode
 from clients.training import TrainConfig, evaluate
@@ -66,6 +66,20 @@ def _new_run_dir(out: str, name: str) -> Path:
     raise ConfigError(f"could not create a fresh run directory under {base}")
 
 
+def federated_data(cfg: DemoConfig) -> tuple[Dataset, Dataset, list[np.ndarray]]:
+    """The run's train and test sets and each client's index set (a pure function of cfg).
+
+    Every process of a testnet calls this with the same configuration and gets the same
+    split, so a client process needs nothing but the configuration and its index.
+    """
+    train, test = load_dataset(cfg.dataset, seed=cfg.seed)
+    options: dict[str, Any] = {"alpha": cfg.alpha} if cfg.partition == "dirichlet" else {}
+    parts = partition(
+        cfg.partition, labels=train.y, num_clients=cfg.clients, seed=cfg.seed, **options
+    )
+    return train, test, parts
+
+
 class Demo:
     """One run: set-up, the round loop, disputes, and the run directory.
 
@@ -103,15 +117,7 @@ class Demo:
         self.store: ContentStore = (
             open_store(cfg.store) if cfg.store else LocalStore(self.run_dir / "store")
         )
-        self.train_data, self.test_data = load_dataset(cfg.dataset, seed=cfg.seed)
-        options: dict[str, Any] = {"alpha": cfg.alpha} if cfg.partition == "dirichlet" else {}
-        self.parts = partition(
-            cfg.partition,
-            labels=self.train_data.y,
-            num_clients=cfg.clients,
-            seed=cfg.seed,
-            **options,
-        )
+        self.train_data, self.test_data, self.parts = federated_data(cfg)
         self.model = build_model(
             cfg.model, self.train_data.input_shape, self.train_data.num_classes, seed=cfg.seed
         )

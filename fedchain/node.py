@@ -1,0 +1,174 @@
+"""One fedchain node as its own OS process: ``python -m fedchain.node --testnet FILE --name N``.
+
+The process holds only its own key. It reaches the others solely through the chain's
+JSON-RPC endpoint, content storage (an IPFS daemon, or a shared store directory) and, for
+aggregators, the PBFT network transport. It is driven by chain state (polling narrow views,
+never scanning logs), so it can be killed with ``kill -9`` in any phase and restarted: it
+resumes from chain + storage state, and never submits anything twice (the node checks the
+chain before every submission and the contract refuses duplicates).
+
+Every action is logged as one JSON line on stdout (the testnet redirects it to
+``DIR/logs/NAME.log``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from eth_account import Account
+from web3 import Web3
+
+from fedchain.chain import Chain
+from fedchain.cid import cid_from_digest
+from fedchain.config import DemoConfig
+from fedchain.contract import Phase, TaskContract
+from fedchain.errors import ContractRevert, FedchainError
+from fedchain.storage import ContentStore, IpfsStore, LocalStore
+from fedchain.task import TaskManifest
+
+
+def log(name: str, action: str, **detail: Any) -> None:
+    """Write one JSON event line to stdout (flushed: the process may be killed any time)."""
+    record = {"t": round(time.time(), 3), "node": name, "action": action, **detail}
+    sys.stdout.write(json.dumps(record, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def open_backend_store(spec: dict[str, Any]) -> ContentStore:
+    if spec.get("ipfs_api"):
+        return IpfsStore(spec["ipfs_api"])
+    return LocalStore(spec["store_dir"])
+
+
+class NodeProcess:
+    """What one node process runs: connection, node object, optional PBFT replica."""
+
+    def __init__(self, spec: dict[str, Any], name: str) -> None:
+        entries = {n["name"]: n for n in spec["nodes"]}
+        if name not in entries:
+            raise FedchainError(f"no node named {name!r} in the testnet file")
+        self.spec = spec
+        self.entry = entries[name]
+        self.name = name
+        self.cfg = DemoConfig(**spec["config"])
+        account = Account.from_key(self.entry["key"])
+        w3 = Web3(Web3.HTTPProvider(spec["rpc_url"], request_kwargs={"timeout": 30}))
+        self.chain = Chain(w3, [account], poll_latency=0.02)
+        self.account = account
+        self.task = TaskContract.at(self.chain, spec["task"])
+        self.store = open_backend_store(spec)
+        digest = self.task.config().rule_params_hash
+        self.manifest = TaskManifest.from_bytes(self.store.get(cid_from_digest(digest)))
+        self.node: Any
+        self.replica: Any = None
+        if self.entry["role"] == "client":
+            self._make_client()
+        else:
+            self._make_aggregator()
+
+    def _make_client(self) -> None:
+        from clients.models import build_model
+        from clients.node import ClientNode
+        from clients.training import TrainConfig
+        from fedchain.runner import federated_data
+
+        train, _, parts = federated_data(self.cfg)
+        index = int(self.entry["index"])
+        m = self.manifest
+        self.node = ClientNode(
+            self.name,
+            self.account,
+            self.task,
+            self.store,
+            m,
+            train.subset(parts[index]),
+            build_model(m.model, m.input_shape, m.num_classes, seed=self.cfg.seed),
+            TrainConfig(**m.client_training),
+            index=index,
+        )
+
+    def _make_aggregator(self) -> None:
+        from aggregators.behaviours import Behaviour
+        from aggregators.node import AggregatorNode
+
+        behaviour = Behaviour(**self.entry.get("behaviour", {}))
+        self.node = AggregatorNode(
+            self.name,
+            self.account,
+            self.chain,
+            self.task,
+            self.store,
+            self.manifest,
+            behaviour=behaviour,
+        )
+        from fedchain.pbft_service import PbftService
+
+        self.replica = PbftService.for_node(self.spec, self.entry, self.node, self.account)
+
+    def run(self, poll: float = 0.1, max_seconds: float | None = None) -> int:
+        log(
+            self.name,
+            "start",
+            role=self.entry["role"],
+            address=self.account.address,
+            round=self.task.current_round(),
+        )
+        started = time.monotonic()
+        try:
+            while True:
+                for ev in self.node.step():
+                    log(self.name, ev.action, round=ev.round, **_detail(ev))
+                if self.replica is not None:
+                    for line in self.replica.poll(self.task):
+                        log(self.name, **line)
+                if self.task.task_completed() and self._done():
+                    log(self.name, "done", round=self.task.current_round())
+                    return 0
+                if max_seconds is not None and time.monotonic() - started > max_seconds:
+                    log(self.name, "timeout", seconds=max_seconds)
+                    return 3
+                time.sleep(poll)
+        except KeyboardInterrupt:
+            log(self.name, "interrupted")
+            return 130
+        finally:
+            if self.replica is not None:
+                self.replica.close()
+
+    def _done(self) -> bool:
+        # The last round is finalized: nothing is left to do for anyone.
+        r = self.task.current_round()
+        return self.task.phase(r) == Phase.FINALIZED
+
+
+def _detail(ev: Any) -> dict[str, Any]:
+    d = getattr(ev, "detail", {}) or {}
+    return {k: v for k, v in d.items() if k not in {"included", "excluded"}}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m fedchain.node",
+        description="Run one testnet node (client or aggregator) as its own process.",
+    )
+    parser.add_argument("--testnet", required=True, help="the testnet.json written by up")
+    parser.add_argument("--name", required=True, help="node name, e.g. aggregator-0, client-3")
+    parser.add_argument("--poll", type=float, default=0.1, help="seconds between steps")
+    parser.add_argument("--max-seconds", type=float, default=None, help="give up after this")
+    args = parser.parse_args(argv)
+    try:
+        spec = json.loads(Path(args.testnet).read_text())
+        return NodeProcess(spec, args.name).run(args.poll, args.max_seconds)
+    except (FedchainError, ContractRevert) as exc:
+        log(args.name, "error", error=str(exc))
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

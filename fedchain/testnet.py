@@ -1,0 +1,282 @@
+"""A local testnet on real parts: anvil, an IPFS daemon, and every node its own process.
+
+``up`` starts the chain and the IPFS daemon (loopback only, data under the testnet
+directory), creates the task exactly as ``fedchain demo`` does (same data split, model,
+manifest and contract configuration), then launches each aggregator and each client as its
+own OS process (``python -m fedchain.node``) with its own key. ``status`` reads the chain
+and the PID files, ``wait`` blocks until the task completes, ``kill``/``start`` stop and
+restart single nodes (crash tests), ``down`` stops everything by PID.
+
+Everything the processes share is in ``DIR/testnet.json``; logs are ``DIR/logs/*.log``,
+PID files ``DIR/pids/*.pid``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from fedchain.config import DemoConfig
+from fedchain.errors import ConfigError, FedchainError
+
+SPEC_FILE = "testnet.json"
+
+
+def _spec_path(directory: Path) -> Path:
+    return directory / SPEC_FILE
+
+
+def load_spec(directory: str | Path) -> dict[str, Any]:
+    path = _spec_path(Path(directory))
+    if not path.exists():
+        raise ConfigError(f"no testnet at {directory} (missing {SPEC_FILE}); run 'testnet up'")
+    spec: dict[str, Any] = json.loads(path.read_text())
+    return spec
+
+
+def _pid_file(directory: Path, name: str) -> Path:
+    return directory / "pids" / f"{name}.pid"
+
+
+def is_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not yet reaped by its parent) counts as stopped.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except OSError:
+        return True
+
+
+def node_pid(directory: Path, name: str) -> int | None:
+    path = _pid_file(directory, name)
+    if not path.exists():
+        return None
+    try:
+        return int(path.read_text().strip())
+    except ValueError:
+        return None
+
+
+def start_node(directory: Path, name: str, *, max_seconds: float | None = None) -> int:
+    """Launch node ``name`` as its own process (own session), logging to DIR/logs."""
+    spec = load_spec(directory)
+    if name not in {n["name"] for n in spec["nodes"]}:
+        raise ConfigError(f"no node named {name!r}; nodes: {[n['name'] for n in spec['nodes']]}")
+    pid = node_pid(directory, name)
+    if pid is not None and is_running(pid):
+        raise FedchainError(f"{name} is already running (pid {pid})")
+    (directory / "logs").mkdir(exist_ok=True)
+    (directory / "pids").mkdir(exist_ok=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "fedchain.node",
+        "--testnet",
+        str(_spec_path(directory)),
+        "--name",
+        name,
+    ]
+    if max_seconds is not None:
+        cmd += ["--max-seconds", str(max_seconds)]
+    log = (directory / "logs" / f"{name}.log").open("ab")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
+    )
+    log.close()
+    _pid_file(directory, name).write_text(str(proc.pid))
+    return proc.pid
+
+
+def kill_node(directory: Path, name: str, sig: int = signal.SIGKILL) -> bool:
+    """Send ``sig`` to node ``name``'s process group (default: kill -9). True if it ran."""
+    pid = node_pid(directory, name)
+    if pid is None or not is_running(pid):
+        return False
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        return False
+    for _ in range(100):
+        if not is_running(pid):
+            break
+        time.sleep(0.05)
+    return True
+
+
+def up(
+    cfg: DemoConfig,
+    directory: Path,
+    *,
+    use_ipfs: bool = True,
+    block_time: float = 1.0,
+    max_seconds: float | None = None,
+) -> dict[str, Any]:
+    """Start services, create the task, launch every node process; return the spec."""
+    from fedchain.metrics import Progress
+    from fedchain.runner import Demo
+    from fedchain.services import AnvilService, IpfsService
+
+    directory.mkdir(parents=True, exist_ok=True)
+    if _spec_path(directory).exists():
+        spec = load_spec(directory)
+        if any(is_running(p) for p in _all_pids(directory, spec)):
+            raise FedchainError(f"a testnet is already running in {directory}; 'testnet down'")
+    services: dict[str, Any] = {}
+    anvil = AnvilService(directory / "anvil", block_time=block_time)
+    anvil.start()
+    services["anvil"] = {"pid": anvil.pid, "url": anvil.url}
+    spec: dict[str, Any] = {"version": 1, "dir": str(directory), "rpc_url": anvil.url}
+    try:
+        if use_ipfs:
+            ipfs = IpfsService(directory / "ipfs")
+            ipfs.start()
+            services["ipfs"] = {"pid": ipfs.pid, "api": ipfs.api_multiaddr}
+            spec["ipfs_api"] = ipfs.api_multiaddr
+            store = "ipfs:" + ipfs.api_multiaddr
+        else:
+            spec["store_dir"] = str(directory / "store")
+            store = spec["store_dir"]
+        spec["services"] = services
+        _spec_path(directory).write_text(json.dumps(spec, indent=2))
+        run_cfg = DemoConfig(
+            **{
+                **asdict(cfg),
+                "rpc_url": anvil.url,
+                "funding_key": anvil.funding_key,
+                "store": store,
+                "out": str(directory / "runs"),
+            }
+        )
+        demo = Demo(run_cfg, Progress(quiet=True))
+        demo.setup()  # deploy, register, start: the same task a demo would create
+        nodes = [
+            {
+                "name": f"aggregator-{i}",
+                "role": "aggregator",
+                "index": i,
+                "address": a.address,
+                "key": a.key.hex(),
+                "pbft_port": 0,
+            }
+            for i, a in enumerate(demo.agg_accounts)
+        ] + [
+            {
+                "name": f"client-{i}",
+                "role": "client",
+                "index": i,
+                "address": a.address,
+                "key": a.key.hex(),
+            }
+            for i, a in enumerate(demo.client_accounts)
+        ]
+        spec.update(
+            task=demo.task.address,
+            chain_id=demo.chain.chain_id,
+            manifest_digest=demo.manifest.digest.hex(),
+            config=asdict(run_cfg),
+            nodes=nodes,
+            started=time.time(),
+        )
+        from fedchain.pbft_service import assign_ports
+
+        assign_ports(spec)
+        _spec_path(directory).write_text(json.dumps(spec, indent=2))
+        for node in nodes:
+            start_node(directory, node["name"], max_seconds=max_seconds)
+    except BaseException:
+        down(directory)
+        raise
+    return spec
+
+
+def _all_pids(directory: Path, spec: dict[str, Any]) -> list[int]:
+    pids = [node_pid(directory, n["name"]) for n in spec.get("nodes", [])]
+    pids += [s.get("pid") for s in spec.get("services", {}).values()]
+    return [p for p in pids if p]
+
+
+def status(directory: Path) -> dict[str, Any]:
+    """Chain progress and which processes are alive."""
+    spec = load_spec(directory)
+    out: dict[str, Any] = {
+        "dir": str(directory),
+        "task": spec.get("task"),
+        "rpc_url": spec.get("rpc_url"),
+        "ipfs_api": spec.get("ipfs_api"),
+    }
+    out["services"] = {
+        name: {"pid": s.get("pid"), "running": bool(s.get("pid")) and is_running(s["pid"])}
+        for name, s in spec.get("services", {}).items()
+    }
+    out["nodes"] = {
+        n["name"]: {
+            "pid": node_pid(directory, n["name"]),
+            "running": (p := node_pid(directory, n["name"])) is not None and is_running(p),
+        }
+        for n in spec.get("nodes", [])
+    }
+    if out["services"].get("anvil", {}).get("running") and spec.get("task"):
+        from web3 import Web3
+
+        from fedchain.chain import Chain
+        from fedchain.contract import TaskContract
+
+        chain = Chain(Web3(Web3.HTTPProvider(spec["rpc_url"])), [])
+        task = TaskContract.at(chain, spec["task"])
+        r = task.current_round()
+        out["chain"] = {
+            "block": chain.block_number(),
+            "round": r,
+            "phase": task.phase(r).name if r else "PENDING",
+            "rounds": task.config().num_rounds,
+            "completed": task.task_completed(),
+            "global_model_digest": task.global_model_digest().hex(),
+        }
+    return out
+
+
+def wait(directory: Path, timeout: float = 600.0, poll: float = 1.0) -> dict[str, Any]:
+    """Block until the task completes (or ``timeout``); return the final status."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = status(directory)
+        if st.get("chain", {}).get("completed"):
+            return st
+        if time.monotonic() > deadline:
+            raise FedchainError(
+                f"testnet did not complete within {timeout:.0f}s: {st.get('chain')}"
+            )
+        time.sleep(poll)
+
+
+def down(directory: Path) -> list[str]:
+    """Stop every node, then the services, by PID (process groups). Returns what stopped."""
+    stopped: list[str] = []
+    path = _spec_path(directory)
+    if not path.exists():
+        return stopped
+    spec = json.loads(path.read_text())
+    for node in spec.get("nodes", []):
+        if kill_node(directory, node["name"], signal.SIGTERM):
+            stopped.append(node["name"])
+        kill_node(directory, node["name"], signal.SIGKILL)
+    from fedchain.services import stop_pid
+
+    for name, svc in spec.get("services", {}).items():
+        if svc.get("pid") and stop_pid(int(svc["pid"])):
+            stopped.append(name)
+    return stopped
