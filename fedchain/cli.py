@@ -322,11 +322,21 @@ def cmd_testnet(args: argparse.Namespace) -> int:
 
     directory = Path(args.dir)
     if args.action == "up":
+        cfg = _demo_config(args)
+        scenario = None
+        if args.scenario:
+            from dataclasses import replace
+
+            from fedchain.scenario import load_scenario
+
+            scenario = load_scenario(args.scenario)
+            cfg = replace(scenario.config, out=cfg.out)
         spec = testnet.up(
-            _demo_config(args),
+            cfg,
             directory,
             use_ipfs=not args.no_ipfs,
             block_time=args.block_time,
+            scenario=scenario,
         )
         print(
             f"testnet up in {directory}: task {spec['task']} on {spec['rpc_url']}, "
@@ -442,6 +452,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="anvil interval mining in seconds; windows are counted in blocks (%(default)s)",
     )
     tn.add_argument("--wait", action="store_true", help="with up: wait for completion")
+    tn.add_argument(
+        "--scenario",
+        default=None,
+        metavar="SCENARIO.toml",
+        help="with up: take the run options and aggregator behaviours from a "
+        "scenario file (each faulty aggregator is its own process)",
+    )
     tn.add_argument(
         "--timeout", type=float, default=900.0, help="seconds 'wait' waits (%(default)s)"
     )

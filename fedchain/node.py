@@ -97,7 +97,10 @@ class NodeProcess:
         from aggregators.behaviours import Behaviour
         from aggregators.node import AggregatorNode
 
-        behaviour = Behaviour(**self.entry.get("behaviour", {}))
+        b = dict(self.entry.get("behaviour") or {})
+        if b.get("rounds") is not None:
+            b["rounds"] = frozenset(b["rounds"])
+        behaviour = Behaviour(**b)
         self.node = AggregatorNode(
             self.name,
             self.account,

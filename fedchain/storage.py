@@ -95,74 +95,230 @@ class LocalStore:
 
 
 class IpfsStore:
-    """A real IPFS node (Kubo or js-ipfs) reached through its HTTP RPC API.
+    """A real IPFS node (js-ipfs or Kubo) reached through its HTTP RPC API.
 
-    Blocks are written with ``block/put`` (codec raw, CIDv1, sha2-256) so the node's CID is
-    the same as :func:`fedchain.cid.cid_of`; the returned CID is checked against ours. The
-    default IPFS block limit (1 MiB on most nodes) bounds one payload; larger payloads need
-    chunking, which this adapter does not do yet and refuses clearly.
+    ``api`` is the node's API multiaddr (``/ip4/127.0.0.1/tcp/5001/http``) or URL
+    (``http://127.0.0.1:5001``). Blocks are written with ``block/put`` as CIDv1, codec raw,
+    sha2-256 and pinned, so the node's CID is exactly :func:`fedchain.cid.cid_of`; the CID the
+    node answers with is checked against ours, and every read is verified against its CID.
+
+    The two daemons spell ``block/put`` differently: js-ipfs takes ``format=raw&version=1``
+    and ignores ``cid-codec`` (it would silently store dag-pb), Kubo takes ``cid-codec=raw``
+    and accepts the legacy ``format=raw`` alongside it. The first request sends both
+    spellings; if a node refuses it or answers with another CID form, the Kubo-only and
+    legacy-only spellings are tried, and the one that worked is kept for later puts.
+
+    Reads ask the node for its *local* blocks only (``offline=true``: the testnet's parties
+    share one node) and bound the daemon's wait with its ``timeout`` option: js-ipfs never
+    answers "not found" for a missing block, it waits for the network. So a block the node
+    does not hold costs ``probe_timeout`` seconds in :meth:`has` (False) and :meth:`get`
+    (:class:`ContentNotFound`); a held block answers in milliseconds. An unreachable node
+    raises :class:`StorageError` in every method (``has`` does not turn it into False).
+
+    One payload is one block, at most ``MAX_BLOCK`` = 1 MiB (Kubo's block limit; bigger
+    blocks cannot be exchanged between IPFS nodes). Bigger payloads would need chunking into
+    a DAG, which this adapter does not do: it refuses them clearly before sending anything.
     """
 
     MAX_BLOCK = 1 << 20
 
-    def __init__(self, api: str = "/ip4/127.0.0.1/tcp/5001/http", timeout: float = 30.0) -> None:
-        import ipfshttpclient  # type: ignore[import-untyped]
+    #: ``block/put`` parameter sets, tried in this order (see the class docstring).
+    PUT_VARIANTS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+        (
+            "js-ipfs+kubo",
+            (
+                ("format", "raw"),
+                ("cid-codec", "raw"),
+                ("version", "1"),
+                ("mhtype", "sha2-256"),
+                ("cid-base", "base32"),
+                ("pin", "true"),
+            ),
+        ),
+        (
+            "kubo",
+            (("cid-codec", "raw"), ("mhtype", "sha2-256"), ("cid-base", "base32"), ("pin", "true")),
+        ),
+        (
+            "legacy",
+            (("format", "raw"), ("version", "1"), ("mhtype", "sha2-256"), ("cid-base", "base32")),
+        ),
+    )
 
-        # ipfshttpclient.connect() refuses every modern daemon's version: build the client directly.
-        self.api = api
-        self._client: Any = ipfshttpclient.Client(addr=api, timeout=timeout)
+    def __init__(
+        self,
+        api: str = "/ip4/127.0.0.1/tcp/5001/http",
+        timeout: float = 30.0,
+        *,
+        probe_timeout: float = 2.0,
+    ) -> None:
+        import warnings
 
-    def _request(self, path: str, **kwargs: Any) -> Any:
+        import ipfshttpclient
+
+        # ipfshttpclient 0.7 passes urllib3 a deprecated argument on every request.
+        warnings.filterwarnings(
+            "ignore", message="The 'strict' parameter is no longer needed", category=FutureWarning
+        )
+        if timeout <= 0 or probe_timeout <= 0:
+            raise StorageError("IPFS timeouts must be > 0 seconds")
+        self.api = _api_multiaddr(api)
+        self.timeout = timeout
+        self.probe_timeout = probe_timeout
+        self._variant = 0
         try:
-            return self._client._client.request(path, **kwargs)
-        except Exception as exc:  # ipfshttpclient raises many unrelated types
-            text = str(exc)
-            if "not found" in text.lower() or "could not find" in text.lower():
-                raise ContentNotFound(text) from exc
-            raise StorageError(f"IPFS node at {self.api}: {text}") from exc
+            # ipfshttpclient.connect() refuses every modern daemon's version: build it directly.
+            self._client: Any = ipfshttpclient.Client(addr=self.api, timeout=timeout)
+        except Exception as exc:  # AddressError and friends
+            raise StorageError(f"bad IPFS API address {api!r}: {exc}") from exc
+
+    # -- HTTP ------------------------------------------------------------------------------
+
+    def _call(
+        self, path: str, *, read: bool = False, timeout: float | None = None, **kwargs: Any
+    ) -> Any:
+        """One RPC call; errors become :class:`StorageError` (``read``: missing content
+        becomes :class:`ContentNotFound`)."""
+        from ipfshttpclient import exceptions as ipfs_exc
+
+        try:
+            return self._client._client.request(
+                path, timeout=self.timeout if timeout is None else timeout, **kwargs
+            )
+        except ipfs_exc.ConnectionError as exc:
+            raise StorageError(f"cannot reach the IPFS node at {self.api}: {exc}") from exc
+        except ipfs_exc.TimeoutError as exc:
+            if read:
+                raise ContentNotFound(
+                    f"{path}: no answer from {self.api} within the time limit"
+                ) from exc
+            raise StorageError(f"IPFS node at {self.api} did not answer {path} in time") from exc
+        except ipfs_exc.Error as exc:
+            text = _error_text(exc)
+            lowered = text.lower()
+            if read and any(m in lowered for m in _MISSING_MARKERS):
+                raise ContentNotFound(f"{path}: {text}") from exc
+            raise StorageError(f"IPFS node at {self.api}, {path}: {text}") from exc
+
+    def _read_opts(self) -> dict[str, str]:
+        return {"offline": "true", "timeout": f"{max(1, round(self.probe_timeout * 1000))}ms"}
+
+    # -- ContentStore ----------------------------------------------------------------------
 
     def put(self, data: bytes) -> str:
         if len(data) > self.MAX_BLOCK:
             raise StorageError(
-                f"payload of {len(data)} bytes exceeds the IPFS block limit ({self.MAX_BLOCK})"
+                f"payload of {len(data)} bytes exceeds the IPFS block limit of {self.MAX_BLOCK} "
+                "bytes (1 MiB); this adapter stores one payload as one block and does not chunk"
             )
-        cid = cid_of(data)
         from ipfshttpclient import multipart
 
-        body, headers = multipart.stream_files([("data", data)], chunk_size=65536)  # type: ignore[arg-type]
-        resp = self._request(
-            "/block/put",
-            params=(
-                ("format", "raw"),
-                ("cid-codec", "raw"),
-                ("mhtype", "sha2-256"),
-                ("version", "1"),
-                ("cid-base", "base32"),
-            ),
-            data=body,
-            headers=headers,
-            decoder="json",
-        )
-        got = resp[0]["Key"] if isinstance(resp, list) else resp["Key"]
-        if got != cid:
+        cid = cid_of(data)
+        order = [self._variant] + [i for i in range(len(self.PUT_VARIANTS)) if i != self._variant]
+        refused: list[str] = []
+        for index in order:
+            name, opts = self.PUT_VARIANTS[index]
+            stream = multipart.BytesFileStream(data, name="data", chunk_size=1 << 16)
+            try:
+                resp = self._call(
+                    "/block/put",
+                    opts=dict(opts),
+                    data=stream.body(),
+                    headers=stream.headers(),
+                    decoder="json",
+                )
+            except ContentNotFound as exc:  # pragma: no cover - not a read
+                refused.append(f"{name}: {exc}")
+                continue
+            except StorageError as exc:
+                if "cannot reach" in str(exc):
+                    raise
+                refused.append(f"{name}: {exc}")
+                continue
+            got = _put_key(resp)
+            if got == cid:
+                self._variant = index
+                return cid
+            try:
+                digest_from_cid(got)
+            except StorageError:
+                refused.append(f"{name}: the node answered {got!r}, not a raw CIDv1")
+                continue
             raise DigestMismatch(f"IPFS node stored the block as {got}, expected {cid}")
-        return cid
+        raise StorageError(
+            f"IPFS node at {self.api} did not store a raw CIDv1 block: " + "; ".join(refused)
+        )
 
     def get(self, cid: str) -> bytes:
         digest_from_cid(cid)
-        data = self._request("/block/get", args=(cid,))
+        data = self._call("/block/get", read=True, args=(cid,), opts=self._read_opts())
+        if not isinstance(data, bytes | bytearray):
+            raise StorageError(f"IPFS node at {self.api} answered block/get with {type(data)}")
         return verified(cid, bytes(data))
 
     def has(self, cid: str) -> bool:
         digest_from_cid(cid)
         try:
-            self._request("/block/stat", args=(cid,), params=(("offline", "true"),))
-        except StorageError:
+            resp = self._call(
+                "/block/stat",
+                read=True,
+                args=(cid,),
+                opts=self._read_opts(),
+                decoder="json",
+                timeout=self.probe_timeout + 5.0,
+            )
+        except ContentNotFound:
             return False
-        return True
+        return bool(resp)
 
     def __repr__(self) -> str:
         return f"IpfsStore({self.api!r})"
+
+
+#: Error texts that mean "this node does not hold that block (within the time allowed)":
+#: Kubo offline ("block was not found locally (offline)", "ipld: could not find"), js-ipfs
+#: ("request timed out", "NotFoundError"), Kubo's --timeout ("context deadline exceeded").
+_MISSING_MARKERS = (
+    "not found",
+    "notfound",
+    "could not find",
+    "timed out",
+    "timeout",
+    "deadline exceeded",
+)
+
+
+def _error_text(exc: BaseException) -> str:
+    parts = [str(a) for a in exc.args if a is not None and str(a)]
+    return "; ".join(parts) or type(exc).__name__
+
+
+def _put_key(resp: Any) -> str:
+    item = resp[-1] if isinstance(resp, list) and resp else resp
+    key = item.get("Key") if isinstance(item, dict) else None
+    if not isinstance(key, str):
+        raise StorageError(f"unexpected block/put answer: {resp!r}")
+    return key
+
+
+def _api_multiaddr(api: str) -> str:
+    """Turn an ``http(s)://host:port`` API URL into a multiaddr; pass multiaddrs through."""
+    if not api.startswith(("http://", "https://")):
+        return api
+    from urllib.parse import urlsplit
+
+    url = urlsplit(api)
+    host = url.hostname
+    if not host:
+        raise StorageError(f"bad IPFS API URL {api!r}")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    if ":" in host:
+        proto = "ip6"
+    elif host.replace(".", "").isdigit():
+        proto = "ip4"
+    else:
+        proto = "dns"
+    return f"/{proto}/{host}/tcp/{port}/{url.scheme}"
 
 
 def open_store(spec: str) -> ContentStore:

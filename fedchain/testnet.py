@@ -138,13 +138,25 @@ def up(
     services: dict[str, Any] = {}
     anvil = AnvilService(directory / "anvil", block_time=block_time)
     anvil.start()
-    services["anvil"] = {"pid": anvil.pid, "url": anvil.url}
-    spec: dict[str, Any] = {"version": 1, "dir": str(directory), "rpc_url": anvil.url}
+    services["anvil"] = {"pid": anvil.pid, "pid_file": str(anvil.pid_path), "url": anvil.url}
+    anvil.detach()  # keep running after this process exits; stopped by its PID file
+    spec: dict[str, Any] = {
+        "version": 1,
+        "dir": str(directory),
+        "rpc_url": anvil.url,
+        "services": services,
+    }
+    _spec_path(directory).write_text(json.dumps(spec, indent=2))  # so 'down' can find it
     try:
         if use_ipfs:
             ipfs = IpfsService(directory / "ipfs")
             ipfs.start()
-            services["ipfs"] = {"pid": ipfs.pid, "api": ipfs.api_multiaddr}
+            services["ipfs"] = {
+                "pid": ipfs.pid,
+                "pid_file": str(ipfs.pid_path),
+                "api": ipfs.api_multiaddr,
+            }
+            ipfs.detach()
             spec["ipfs_api"] = ipfs.api_multiaddr
             store = "ipfs:" + ipfs.api_multiaddr
         else:
@@ -201,6 +213,19 @@ def up(
         down(directory)
         raise
     return spec
+
+
+def behaviour_json(b: Any) -> dict[str, Any]:
+    """A Behaviour as JSON (rounds as a sorted list)."""
+    return {
+        "publish": b.publish,
+        "params": dict(b.params),
+        "rounds": sorted(b.rounds) if b.rounds is not None else None,
+        "challenger": b.challenger,
+        "pbft": b.pbft,
+        "crash_at": b.crash_at,
+        "crash_round": b.crash_round,
+    }
 
 
 def _all_pids(directory: Path, spec: dict[str, Any]) -> list[int]:
@@ -274,9 +299,9 @@ def down(directory: Path) -> list[str]:
         if kill_node(directory, node["name"], signal.SIGTERM):
             stopped.append(node["name"])
         kill_node(directory, node["name"], signal.SIGKILL)
-    from fedchain.services import stop_pid
+    from fedchain.services import stop_pidfile
 
     for name, svc in spec.get("services", {}).items():
-        if svc.get("pid") and stop_pid(int(svc["pid"])):
+        if svc.get("pid_file") and stop_pidfile(svc["pid_file"]):
             stopped.append(name)
     return stopped
