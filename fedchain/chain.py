@@ -373,7 +373,7 @@ class Chain:
         self.view_cache = True
         self.view_cache_hits = 0
         self.view_cache_misses = 0
-        self._view_cache: dict[tuple[str, bytes], tuple[bool, Any]] = {}
+        self._view_cache: dict[Hashable, tuple[bool, Any]] = {}
         self._view_cache_block = -1
         self._view_cache_lock = threading.Lock()
 
@@ -533,8 +533,8 @@ class Chain:
         the node to a snapshot and re-mining the same block numbers.
         """
         if block_identifier is None and self.view_cache:
-            key = (str(contract_fn.address), bytes(HexBytes(contract_fn._encode_transaction_data())))
-            return self.cached_call(key, lambda: contract_fn)
+            calldata = bytes(HexBytes(contract_fn._encode_transaction_data()))
+            return self.cached_call((str(contract_fn.address), calldata), lambda: contract_fn)
         abi = _abi_of(contract_fn)
         try:
             # an explicit sender spares eth-tester's default-account lookup on every call

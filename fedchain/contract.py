@@ -35,11 +35,11 @@ an upheld aggregate sends the challenge bond to the treasury.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 from enum import IntEnum
 from functools import cache
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any
 
 from eth_abi.abi import encode as abi_encode
@@ -812,8 +812,12 @@ class TaskContract:
         """The EIP-712 digest a committee member signs for this verdict (computed on-chain)."""
         return bytes(
             self._call(
-                "verdictDigest", round, attempt, _digest("aggregate_digest", aggregate_digest),
-                bool(faulty), view,
+                "verdictDigest",
+                round,
+                attempt,
+                _digest("aggregate_digest", aggregate_digest),
+                bool(faulty),
+                view,
             )
         )
 

@@ -124,6 +124,7 @@ def up(
     use_ipfs: bool = True,
     block_time: float = 1.0,
     max_seconds: float | None = None,
+    scenario: Any = None,
 ) -> dict[str, Any]:
     """Start services, create the task, launch every node process; return the spec."""
     from fedchain.metrics import Progress
@@ -175,6 +176,7 @@ def up(
         )
         demo = Demo(run_cfg, Progress(quiet=True))
         demo.setup()  # deploy, register, start: the same task a demo would create
+        behaviours = scenario.aggregators if scenario is not None else {}
         nodes = [
             {
                 "name": f"aggregator-{i}",
@@ -183,6 +185,7 @@ def up(
                 "address": a.address,
                 "key": a.key.hex(),
                 "pbft_port": 0,
+                "behaviour": behaviour_json(behaviours[i]) if i in behaviours else {},
             }
             for i, a in enumerate(demo.agg_accounts)
         ] + [
