@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from fedchain.errors import ConfigError, FedchainError
@@ -151,6 +152,13 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
     )
     g = p.add_argument_group("backends and output")
     g.add_argument(
+        "--backend",
+        choices=["embedded", "real"],
+        default="embedded",
+        help="embedded: in-process chain and on-disk store (default); real: start a local "
+        "anvil and IPFS daemon for this command (needs scripts/install_tools.sh)",
+    )
+    g.add_argument(
         "--rpc-url",
         default=None,
         help="Ethereum JSON-RPC URL; default: in-process eth-tester chain",
@@ -207,11 +215,38 @@ def _demo_config(args: argparse.Namespace) -> Any:
     )
 
 
+@contextlib.contextmanager
+def _backends(args: argparse.Namespace) -> Iterator[dict[str, str]]:
+    """With --backend real: a throw-away anvil and IPFS daemon for this command."""
+    if getattr(args, "backend", "embedded") != "real":
+        yield {}
+        return
+    import tempfile
+    from pathlib import Path
+
+    from fedchain.services import AnvilService, IpfsService
+
+    with (
+        tempfile.TemporaryDirectory(prefix="fedchain-backends-") as tmp,
+        AnvilService(Path(tmp) / "anvil") as anvil,
+        IpfsService(Path(tmp) / "ipfs") as ipfs,
+    ):
+        yield {
+            "rpc_url": anvil.url,
+            "funding_key": anvil.funding_key,
+            "store": "ipfs:" + ipfs.api_multiaddr,
+        }
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from fedchain.metrics import Progress
     from fedchain.runner import run_demo
 
-    result = run_demo(_demo_config(args), Progress(quiet=args.quiet))
+    with _backends(args) as backends:
+        cfg = replace(_demo_config(args), **backends)
+        result = run_demo(cfg, Progress(quiet=args.quiet))
     if args.json:
         print(json.dumps(result.summary, indent=2))
     return 0 if result.summary["all_rounds_finalized"] else 1
@@ -263,8 +298,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     results = []
     failed = False
     honest_cache: dict[str, dict[str, Any]] = {}
+    stack = contextlib.ExitStack()
+    backends = stack.enter_context(_backends(args))
     for scenario in scenarios:
-        scenario.config = replace(scenario.config, out=args.out)
+        scenario.config = replace(scenario.config, out=args.out, **backends)
         if args.seed is not None:
             scenario.config = replace(scenario.config, seed=args.seed)
         result = run_scenario(scenario, progress)
@@ -299,6 +336,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 "final model byte-identical to the all-honest run: "
                 + ("yes" if entry["identical_to_honest"] else "NO")
             )
+    stack.close()
     if args.json:
         print(json.dumps(results, indent=2))
     return 1 if failed else 0
@@ -425,6 +463,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default="runs", help="parent directory of run directories")
     run.add_argument("--seed", type=int, default=None, help="override every scenario's seed")
     run.add_argument("--quiet", action="store_true", help="no progress output")
+    run.add_argument(
+        "--backend",
+        choices=["embedded", "real"],
+        default="embedded",
+        help="real: run on a local anvil and IPFS daemon started for this command",
+    )
     run.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     run.set_defaults(func=cmd_run)
     tn = sub.add_parser(
