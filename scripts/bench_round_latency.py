@@ -25,9 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fedchain.config import DemoConfig  # noqa: E402
-from fedchain.metrics import Progress  # noqa: E402
-from fedchain.runner import run_demo  # noqa: E402
+from fedchain.config import DemoConfig
+from fedchain.metrics import Progress
+from fedchain.runner import run_demo
 
 PHASES = [
     "train",
