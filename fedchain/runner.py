@@ -123,16 +123,18 @@ class Demo:
         )
         self.layout = ModelLayout.from_spec(param_spec(self.model))
         fmt = NumericFormat(cfg.frac_bits, round(cfg.clip * 2**cfg.frac_bits))
+        # Canonical parameters (typed, defaults included).
+        rule_params = make_rule(cfg.rule, cfg.rule_params).params
+        # FedProx: the proximal coefficient is a task parameter the clients read from the rule.
+        prox_mu = float(rule_params["mu"]) if cfg.rule == "fedprox" else cfg.prox_mu
         self.train_config = TrainConfig(
             epochs=cfg.epochs,
             batch_size=cfg.batch_size,
             lr=cfg.lr,
             momentum=cfg.momentum,
-            prox_mu=cfg.prox_mu,
+            prox_mu=prox_mu,
             seed=cfg.seed,
         )
-        # Canonical parameters (typed, defaults included).
-        rule_params = make_rule(cfg.rule, cfg.rule_params).params
         self.manifest = TaskManifest(
             rule=cfg.rule,
             rule_params=dict(rule_params),
