@@ -160,6 +160,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     error NothingToWithdraw(address account);
     error TransferFailed(address to, uint256 amount);
     error RenounceDisabled();
+    // dispute path
     error ChallengeWindowClosed(uint256 round, uint256 challengeDeadline);
     error ChallengerIsSubmitter(address account);
     error DisputeOpen(uint256 round, address challenger);
@@ -200,6 +201,9 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     event TaskCompleted(uint256 numRounds, bytes32 finalDigest);
     event StakeReleased(address indexed aggregator, uint256 amount);
     event Withdrawal(address indexed account, uint256 amount);
+    /// @notice The aggregate of (`round`, `attempt`) is disputed: the committee runs a PBFT
+    ///         instance keyed by (round, attempt, aggregateDigest) and carries the verdict back
+    ///         with `resolveDispute`.
     event Challenged(uint256 indexed round, uint256 attempt, address indexed challenger, bytes32 aggregateDigest);
     /// @notice `slashedAmount` (submitter's stake + aggregate bond) is split into
     ///         `challengerReward` (half, rounded down) and the rest to the treasury (owner);
@@ -215,6 +219,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         uint256 challengerReward,
         uint256 treasuryAmount
     );
+    /// @notice `aggregator` lost `amount` (its whole remaining stake plus the aggregate bond)
+    ///         and is permanently out of the rotation and of certificate quorums.
     event Slashed(address indexed aggregator, uint256 amount);
 
     // ------------------------------------------------------------------------------------

@@ -532,8 +532,9 @@ class Chain:
         :attr:`view_cache` to False to disable it. Not detected: another process reverting
         the node to a snapshot and re-mining the same block numbers.
         """
-        if block_identifier is None and self.view_cache:
-            calldata = bytes(HexBytes(contract_fn._encode_transaction_data()))
+        encode = getattr(contract_fn, "_encode_transaction_data", None)  # web3 v7/v8
+        if block_identifier is None and self.view_cache and encode is not None:
+            calldata = bytes(HexBytes(encode()))
             return self.cached_call((str(contract_fn.address), calldata), lambda: contract_fn)
         abi = _abi_of(contract_fn)
         try:

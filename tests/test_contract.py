@@ -23,6 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fedchain.contract as fc
+from consensus.certificate import verdict_struct_hash
+from consensus.messages import Domain, sign_struct
 from fedchain.chain import Chain, GasLedger, PanicRevert, ReasonRevert, decode_revert
 from fedchain.contract import (
     AggregateAlreadySubmitted,
@@ -984,10 +986,13 @@ def test_round_on_anvil(default_config: dict[str, Any]) -> None:
             except ChainError:
                 time.sleep(0.1)
         assert chain is not None, "anvil did not come up"
-        owner, agg, c1, c2 = chain.accounts[:4]
-        cfg = TaskConfig(**{**default_config, "min_updates": 2, "max_updates": 2})
+        owner, agg, c1, c2, agg2 = chain.accounts[:5]
+        cfg = TaskConfig(
+            **{**default_config, "min_updates": 2, "max_updates": 2, "challenge_window": 6}
+        )
         task = TaskContract.deploy(chain, owner, cfg)
         task.register_aggregator(agg)
+        task.register_aggregator(agg2)
         task.register_client(c1)
         task.register_client(c2)
         with pytest.raises(OwnableUnauthorizedAccount):
@@ -998,6 +1003,16 @@ def test_round_on_anvil(default_config: dict[str, Any]) -> None:
         assert task.current_aggregator().address == agg.address
         receipt = task.submit_aggregate(agg, 1, dg("m"))
         deadline = receipt["blockNumber"] + cfg.challenge_window
+        # the dispute path on a real node: challenge, then a 2-of-2 certificate upholding it
+        # (ecrecover over the EIP-712 digest with anvil's chain id)
+        task.challenge(agg2, 1)
+        assert task.phase(1) == Phase.DISPUTED  # the view cache saw our own receipt
+        sh = verdict_struct_hash(1, 0, dg("m"), False, 0)
+        domain = Domain(chain.chain_id, task.address)
+        signers = sorted([agg, agg2], key=lambda a: int(a.address, 16))
+        task.resolve_dispute(owner, 1, 0, False, 0, [sign_struct(a, domain, sh) for a in signers])
+        assert task.phase(1) == Phase.SUBMITTED
+        assert task.credits(owner.address) == cfg.challenge_bond
         chain.mine_to(deadline - 1)  # next tx executes at the deadline: estimate must refuse
         with pytest.raises(ChallengeWindowOpen):
             task.finalize(owner, 1)

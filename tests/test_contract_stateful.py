@@ -5,9 +5,11 @@ Every rule predicts from the chain's views whether the contract must accept the 
 checks that it did (refusals must be typed custom errors) and mirrors the effect in the model.
 After every step the invariants hold:
 
-* the contract balance equals stakes + bonds held + credits owed, and stakes and credits equal
-  the model's (so every wei is where the protocol says);
-* a finalized round never changes (digest, phase, and the global model at that point);
+* the contract balance equals stakes + bonds held + credits owed (the model's stakes and
+  credits every step; the chain's own views at teardown), and the on-chain stake, slashed flag
+  and credits of every account a step touched equal the model's (all accounts at teardown), so
+  every wei is where the protocol says;
+* a finalized round never changes (phase, digest; the global model is the last one);
 * only the on-chain chosen aggregator's submission counts (a submission by anyone else is
   refused; the round's recorded submitter is the one chosen at that time);
 * a certificate with a duplicate, unregistered, slashed or stale signer (or too few signers) is
@@ -23,14 +25,15 @@ One deployment is made per test session and every example starts from a snapshot
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from consensus.certificate import verdict_struct_hash
 from consensus.messages import Domain, sign_struct
@@ -58,8 +61,8 @@ CONFIG = TaskConfig(
         "min_updates": 1,
         "max_updates": 2,
         "collect_window": 2,
-        "submit_timeout": 2,
-        "challenge_window": 3,
+        "submit_timeout": 4,
+        "challenge_window": 4,
         "aggregator_stake": ETHER,
         "aggregate_bond": ETHER // 10,
         "challenge_bond": ETHER // 20,
@@ -123,8 +126,9 @@ class TaskMachine(RuleBasedStateMachine):
         self.slashed: set[str] = set()
         self.faulty_digests: set[bytes] = set()
         self.submitter: dict[tuple[int, int], str] = {}  # (round, attempt) -> chosen submitter
-        self.finalized: dict[int, tuple[bytes, bytes]] = {}  # round -> (digest, global after)
+        self.finalized: dict[int, bytes] = {}  # round -> finalized digest
         self.quorum = commit_quorum(N_AGGREGATORS)
+        self.touched: set[str] = set()  # accounts whose model stake/credit changed this step
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -134,6 +138,21 @@ class TaskMachine(RuleBasedStateMachine):
     def current(self) -> tuple[int, Any]:
         r = self.task.current_round()
         return r, self.task.round_info(r)
+
+    def current_settled(self) -> tuple[int, Any]:
+        """Like :meth:`current`, but if collection closes exactly at the block the next
+        transaction executes in (views see the latest block, transactions the next one), mine
+        that block first so the lazily derived phase the view shows is the one the contract
+        will see."""
+        r, info = self.current()
+        if (
+            info.phase == Phase.COLLECTING
+            and info.close_block
+            and (self.next_block() >= info.close_block)
+        ):
+            self.chain.mine(1)
+            r, info = self.current()
+        return r, info
 
     def attempt(self, predicted: bool, fn: Any) -> Any:
         """Run ``fn``; it must succeed iff ``predicted`` (refusals are typed custom errors)."""
@@ -145,52 +164,82 @@ class TaskMachine(RuleBasedStateMachine):
         assert predicted, "the contract accepted what the model refuses"
         return receipt
 
-    def sigs(self, signers: list[LocalAccount], r: int, attempt: int, digest: bytes,
-             faulty: bool, view: int = 0) -> list[bytes]:
+    def sigs(
+        self,
+        signers: list[LocalAccount],
+        r: int,
+        attempt: int,
+        digest: bytes,
+        faulty: bool,
+        view: int = 0,
+    ) -> list[bytes]:
         sh = verdict_struct_hash(r, attempt, digest, faulty, view)
         return [sign_struct(a, self.b.domain, sh) for a in signers]
+
+    def add_credit(self, address: str, amount: int) -> None:
+        self.credits[address] += amount
+        self.touched.add(address)
+
+    def add_stake(self, address: str, amount: int) -> None:
+        self.stakes[address] += amount
+        self.touched.add(address)
 
     def live_members(self) -> list[LocalAccount]:
         live = [a for a in self.b.aggregators if a.address not in self.slashed]
         return sorted(live, key=lambda a: int(a.address, 16))
 
+    def phase_in(self, *phases: Phase) -> bool:
+        """Rule precondition: the current round's phase (cheap: views are cached per block).
+        Steering rules to the phases where they matter makes disputes reachable in 20 steps;
+        refusals outside them are covered by tests/test_contract_dispute.py."""
+        if self.task.task_completed():
+            return False
+        return self.task.phase(self.task.current_round()) in phases
+
     # -- rules -----------------------------------------------------------------------------
 
-    @rule(k=st.integers(0, 5))
+    @rule(k=st.sampled_from([1, 2, 5]))
     def time_travel(self, k: int) -> None:
         self.chain.mine(k)
 
+    @precondition(lambda m: m.phase_in(Phase.COLLECTING))
     @rule(i=st.integers(0, N_CLIENTS - 1))
     def submit_update(self, i: int) -> None:
         if self.task.task_completed():
             return
         r, _ = self.current()
-        try:
+        # collection closed / duplicate: refusals are not what this machine is about
+        with contextlib.suppress(TaskRevert):
             self.task.submit_update(self.b.clients[i], r, dg(("update", r, i)), 1 + i)
-        except TaskRevert:
-            pass  # collection closed / duplicate: not what this machine is about
 
-    @rule(i=st.integers(0, N_AGGREGATORS - 1), faulty=st.booleans())
-    def submit_aggregate(self, i: int, faulty: bool) -> None:
+    @precondition(lambda m: m.phase_in(Phase.COLLECTING, Phase.AGGREGATING, Phase.SUBMITTED))
+    @rule(as_chosen=st.booleans(), i=st.integers(0, N_AGGREGATORS - 1), faulty=st.booleans())
+    def submit_aggregate(self, as_chosen: bool, i: int, faulty: bool) -> None:
+        """The chosen aggregator submits (honestly or not), or some other member intrudes."""
         if self.task.task_completed():
             return
-        r, info = self.current()
+        r, info = self.current_settled()
         acct = self.b.aggregators[i]
         predicted = False
         if info.phase == Phase.AGGREGATING:
             chosen = self.task.current_aggregator()
-            predicted = chosen.address == acct.address and self.next_block() <= chosen.deadline_block
+            if as_chosen and chosen.address is not None:
+                acct = next(a for a in self.b.aggregators if a.address == chosen.address)
+            predicted = (
+                chosen.address == acct.address and self.next_block() <= chosen.deadline_block
+            )
         digest = dg(("bad" if faulty else "good", r, info.attempt))
         if self.attempt(predicted, lambda: self.task.submit_aggregate(acct, r, digest)):
             self.submitter[(r, info.attempt)] = acct.address
             if faulty:
                 self.faulty_digests.add(digest)
 
+    @precondition(lambda m: m.phase_in(Phase.AGGREGATING, Phase.SUBMITTED))
     @rule()
     def advance_attempt(self) -> None:
         if self.task.task_completed():
             return
-        r, info = self.current()
+        r, info = self.current_settled()
         predicted, laggard = False, None
         if info.phase == Phase.AGGREGATING:
             chosen = self.task.current_aggregator()
@@ -198,26 +247,41 @@ class TaskMachine(RuleBasedStateMachine):
             laggard = chosen.address
         if self.attempt(predicted, lambda: self.task.advance_attempt(self.owner, r)) and laggard:
             penalty = min(CONFIG.timeout_penalty, self.stakes[laggard])
-            self.stakes[laggard] -= penalty
-            self.credits[self.owner.address] += penalty
+            self.add_stake(laggard, -penalty)
+            self.add_credit(self.owner.address, penalty)
 
-    @rule(i=st.integers(0, N_AGGREGATORS), bad_value=st.booleans())
-    def challenge(self, i: int, bad_value: bool) -> None:
+    @precondition(lambda m: m.phase_in(Phase.SUBMITTED, Phase.DISPUTED))
+    @rule(
+        who=st.sampled_from(["other", "other", "other", "submitter", "outsider"]),
+        i=st.integers(0, N_AGGREGATORS - 1),
+        bad_value=st.booleans(),
+    )
+    def challenge(self, who: str, i: int, bad_value: bool) -> None:
+        """A member other than the submitter challenges (maybe slashed, maybe with the wrong
+        value), or the submitter itself, or a non-member."""
         if self.task.task_completed():
             return
         r, info = self.current()
-        acct = self.b.aggregators[i] if i < N_AGGREGATORS else self.b.outsider
+        if who == "outsider":
+            acct = self.b.outsider
+        elif who == "submitter" and info.aggregator is not None:
+            acct = next(a for a in self.b.aggregators if a.address == info.aggregator)
+        else:
+            candidates = [a for a in self.b.aggregators if a.address != info.aggregator]
+            acct = candidates[i % len(candidates)]
         predicted = (
             info.phase == Phase.SUBMITTED
             and self.next_block() <= info.challenge_deadline
-            and i < N_AGGREGATORS
+            and acct != self.b.outsider
             and acct.address not in self.slashed
             and acct.address != info.aggregator
             and not bad_value
         )
         value = CONFIG.challenge_bond + (1 if bad_value else 0)
-        self.attempt(predicted, lambda: self.task.challenge(acct, r, value=value))
+        if self.attempt(predicted, lambda: self.task.challenge(acct, r, value=value)):
+            event("challenge accepted")
 
+    @precondition(lambda m: m.phase_in(Phase.DISPUTED))
     @rule(extra=st.integers(0, 1), view=st.integers(0, 2))
     def resolve_valid(self, extra: int, view: int) -> None:
         """An honest committee's certificate: the true verdict, >= quorum live signers."""
@@ -239,24 +303,27 @@ class TaskMachine(RuleBasedStateMachine):
         if receipt is None:
             if disputed:  # not enough live members left: beyond f, the dispute is stuck
                 assert len(live) < self.quorum
+                event("dispute stuck: more than f slashed")
             return
+        event(f"resolved: faulty={faulty}")
         challenger = info.challenger
         assert challenger is not None
         if faulty:
             submitter = info.aggregator
             assert submitter is not None
             slashed = self.stakes[submitter] + CONFIG.aggregate_bond
-            self.stakes[submitter] = 0
+            self.add_stake(submitter, -self.stakes[submitter])
             self.slashed.add(submitter)
-            self.credits[challenger] += CONFIG.challenge_bond + slashed // 2
-            self.credits[self.owner.address] += slashed - slashed // 2
+            self.add_credit(challenger, CONFIG.challenge_bond + slashed // 2)
+            self.add_credit(self.owner.address, slashed - slashed // 2)
             after = self.task.round_info(r)
             assert after.phase == Phase.AGGREGATING and after.attempt == info.attempt + 1
             assert after.attempt_start == receipt["blockNumber"]
         else:
-            self.credits[self.owner.address] += CONFIG.challenge_bond
+            self.add_credit(self.owner.address, CONFIG.challenge_bond)
             assert self.task.phase(r) == Phase.SUBMITTED
 
+    @precondition(lambda m: m.phase_in(Phase.DISPUTED))
     @rule(kind=st.sampled_from(["too_few", "duplicate", "unregistered", "slashed", "stale"]))
     def resolve_invalid(self, kind: str) -> None:
         """Certificates with a bad signer set are refused and change nothing."""
@@ -268,8 +335,9 @@ class TaskMachine(RuleBasedStateMachine):
         live = self.live_members()
         members = sorted(self.b.aggregators, key=lambda a: int(a.address, 16))
         if kind == "too_few":
-            sigs, error = self.sigs(live[: self.quorum - 1], r, attempt, digest, faulty), (
-                QuorumNotReached,
+            sigs, error = (
+                self.sigs(live[: self.quorum - 1], r, attempt, digest, faulty),
+                (QuorumNotReached,),
             )
         elif kind == "duplicate":
             signers = live[: self.quorum - 1]
@@ -293,11 +361,12 @@ class TaskMachine(RuleBasedStateMachine):
         try:
             self.task.resolve_dispute(self.owner, r, attempt, faulty, 0, sigs)
         except error:
-            pass
+            event(f"refused certificate: {kind}")
         else:
             raise AssertionError(f"{kind} certificate accepted")
         assert (self.task.balance(), self.task.round_info(r)) == before
 
+    @precondition(lambda m: m.phase_in(Phase.SUBMITTED, Phase.DISPUTED))
     @rule()
     def finalize(self) -> None:
         if self.task.task_completed():
@@ -306,14 +375,15 @@ class TaskMachine(RuleBasedStateMachine):
         predicted = info.phase == Phase.SUBMITTED and self.next_block() > info.challenge_deadline
         if self.attempt(predicted, lambda: self.task.finalize(self.owner, r)):
             assert info.aggregator is not None
-            self.credits[info.aggregator] += CONFIG.aggregate_bond
-            self.finalized[r] = (info.aggregate_digest, info.aggregate_digest)
+            self.add_credit(info.aggregator, CONFIG.aggregate_bond)
+            self.finalized[r] = info.aggregate_digest
+            event("finalized")
 
     @rule(i=st.integers(0, N_AGGREGATORS))
     def withdraw(self, i: int) -> None:
         acct = self.accounts[i]
         if self.attempt(self.credits[acct.address] > 0, lambda: self.task.withdraw(acct)):
-            self.credits[acct.address] = 0
+            self.add_credit(acct.address, -self.credits[acct.address])
 
     @rule(i=st.integers(0, N_AGGREGATORS - 1))
     def top_up(self, i: int) -> None:
@@ -321,36 +391,103 @@ class TaskMachine(RuleBasedStateMachine):
         amount = CONFIG.timeout_penalty
         predicted = acct.address not in self.slashed
         if self.attempt(predicted, lambda: self.task.top_up_stake(acct, amount)):
-            self.stakes[acct.address] += amount
+            self.add_stake(acct.address, amount)
+
+    @rule(
+        faulty=st.booleans(),
+        i=st.integers(0, N_AGGREGATORS - 1),
+        kind=st.sampled_from(
+            ["valid", "valid", "valid", "too_few", "duplicate", "unregistered", "slashed", "stale"]
+        ),
+        view=st.integers(0, 2),
+        contest=st.booleans(),
+        finish=st.booleans(),
+    )
+    def dispute_episode(
+        self, faulty: bool, i: int, kind: str, view: int, contest: bool, finish: bool
+    ) -> None:
+        """Drive the current round as far as it goes through collect -> submit (by the chosen
+        aggregator) -> challenge (if ``contest``) -> resolve -> finalize after the window (if
+        ``finish``), checking every step like the single rules do.
+
+        Hypothesis' swarm testing disables random subsets of rules per example, so without
+        this composite a full dispute would rarely fit into 20 steps."""
+        if self.task.task_completed():
+            return
+        _, info = self.current()
+        if info.phase == Phase.COLLECTING:
+            for c in range(N_CLIENTS):
+                self.submit_update(c)
+            _, info = self.current()
+            if info.close_block:
+                self.chain.mine_to(info.close_block)
+                _, info = self.current()
+        if info.phase == Phase.AGGREGATING:
+            self.submit_aggregate(True, 0, faulty)
+            _, info = self.current()
+        if info.phase == Phase.SUBMITTED and contest:
+            self.challenge("other", i, False)
+            _, info = self.current()
+        if info.phase == Phase.DISPUTED:
+            if kind == "valid":
+                self.resolve_valid(0, view)
+            else:
+                self.resolve_invalid(kind)
+            _, info = self.current()
+        if info.phase == Phase.SUBMITTED and finish:
+            self.chain.mine_to(info.challenge_deadline)
+            self.finalize()
 
     # -- invariants ------------------------------------------------------------------------
 
+    def check_accounts(self, addresses: set[str]) -> None:
+        """On-chain stake / slashed flag / credits of ``addresses`` equal the model's."""
+        for address in addresses:
+            if address in self.stakes:
+                agg = self.task.aggregator_info(address)
+                assert agg.stake == self.stakes[address]
+                assert agg.slashed == (address in self.slashed)
+            assert self.task.credits(address) == self.credits[address]
+
     @invariant()
     def money_is_where_the_model_says(self) -> None:
-        task = self.task
-        r, info = self.current()
+        """balance == stakes + bonds held + credits, with the model's stakes and credits, and
+        every account the last step touched matches the chain (all of them at teardown; a
+        view costs ~5 ms on eth-tester, so checking all nine every step would triple the
+        runtime)."""
+        _, info = self.current()
         held = 0
         if info.phase in (Phase.SUBMITTED, Phase.DISPUTED):
             held += CONFIG.aggregate_bond
         if info.phase == Phase.DISPUTED:
             held += CONFIG.challenge_bond
-        for a in self.b.aggregators:
-            agg = task.aggregator_info(a.address)
-            assert agg.stake == self.stakes[a.address]
-            assert agg.slashed == (a.address in self.slashed)
-        for a in self.accounts:
-            assert task.credits(a.address) == self.credits[a.address]
-        assert task.balance() == sum(self.stakes.values()) + held + sum(self.credits.values())
+        self.check_accounts(self.touched)
+        self.touched.clear()
+        total = sum(self.stakes.values()) + held + sum(self.credits.values())
+        assert self.task.balance() == total
+
+    def teardown(self) -> None:
+        for r, digest in self.finalized.items():
+            assert self.task.round_digest(r) == digest
+        self.check_accounts({a.address for a in self.accounts})
+        stakes = sum(self.task.aggregator_info(a.address).stake for a in self.b.aggregators)
+        credits = sum(self.task.credits(a.address) for a in self.accounts)
+        _, info = self.current()
+        held = 0
+        if info.phase in (Phase.SUBMITTED, Phase.DISPUTED):
+            held += CONFIG.aggregate_bond
+        if info.phase == Phase.DISPUTED:
+            held += CONFIG.challenge_bond
+        assert self.task.balance() == stakes + held + credits  # from the chain's own views
 
     @invariant()
     def finalized_rounds_never_change(self) -> None:
-        for r, (digest, _) in self.finalized.items():
-            assert self.task.round_digest(r) == digest
-            assert self.task.phase(r) == Phase.FINALIZED
-        if self.finalized:
-            last = max(self.finalized)
-            if self.task.task_completed() or self.task.current_round() == last + 1:
-                assert self.task.global_model_digest() == self.finalized[last][0]
+        for r, digest in self.finalized.items():
+            info = self.task.round_info(r)
+            assert info.phase == Phase.FINALIZED and info.finalized
+            assert info.aggregate_digest == digest
+        if self.finalized:  # the global model is the last finalized aggregate
+            assert self.task.global_model_digest() == self.finalized[max(self.finalized)]
 
     @invariant()
     def only_the_chosen_submission_counts(self) -> None:
@@ -366,9 +503,16 @@ class TaskMachine(RuleBasedStateMachine):
             assert info.challenger is None
 
 
-TestTaskMachine = TaskMachine.TestCase
+class TestTaskMachine(TaskMachine.TestCase):  # type: ignore[name-defined,misc]
+    @classmethod
+    def setUpClass(cls) -> None:
+        # deploy once, outside hypothesis: importing py-evm raises the recursion limit, which
+        # hypothesis would otherwise warn about when it happens inside a test
+        base()
+
+
 TestTaskMachine.settings = settings(
-    max_examples=12,
+    max_examples=15,
     stateful_step_count=20,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

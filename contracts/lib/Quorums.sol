@@ -3,8 +3,8 @@ pragma solidity ^0.8.24;
 
 /// @title Quorums
 /// @notice Byzantine quorum thresholds of the aggregator committee, defined once on-chain.
-///         Mirrors `consensus/quorums.py` (`max_faulty`, `commit_quorum`) bit for bit; the
-///         contract tests compare both for every committee size up to MAX_AGGREGATORS.
+///         Mirrors `consensus/quorums.py` (`max_faulty`, `commit_quorum`) bit for bit
+///         (tests/test_contract_dispute.py compares both for committees of 1 to 15 members).
 /// @dev For a committee of `n` members PBFT tolerates f = (n - 1) / 3 Byzantine members.
 ///      A commit certificate needs n - f distinct signers: any two such sets intersect in at
 ///      least n - 2f >= f + 1 members, hence in at least one correct member, so two
