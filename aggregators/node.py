@@ -196,12 +196,12 @@ class AggregatorNode:
                     },
                 )
             )
-        verification = self.verifications.get(key)
+        known = self.verifications.get(key)
         if (
-            verification is not None
+            known is not None
             and key not in self.challenged
             and block + 1 <= info.challenge_deadline
-            and self.wants_to_challenge(verification)
+            and self.wants_to_challenge(known)
         ):
             self.challenged.add(key)
             events += self._try(
@@ -211,7 +211,7 @@ class AggregatorNode:
                 {
                     "attempt": info.submission_attempt,
                     "submitter": submitter,
-                    "agrees": verification.agrees,
+                    "agrees": known.agrees,
                 },
             )
             return events
