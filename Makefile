@@ -6,11 +6,10 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-NODE_STAMP := node_modules/.installed
 ARGS   ?=
 PYTEST_ARGS ?=
 # The pure cores are type-checked strictly (rules, codec, payloads, PBFT, client ML).
-MYPY_TARGETS := fedchain/chain.py fedchain/contract.py fedchain/compile.py fedchain/codec.py fedchain/cid.py fedchain/fixedpoint.py fedchain/payloads.py \
+MYPY_TARGETS := fedchain/services.py fedchain/chain.py fedchain/contract.py fedchain/compile.py fedchain/codec.py fedchain/cid.py fedchain/fixedpoint.py fedchain/payloads.py \
 	fedchain/task.py fedchain/storage.py aggregators consensus clients/data.py \
 	clients/models.py clients/training.py clients/attacks.py
 
@@ -25,10 +24,10 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install --disable-pip-version-check -q --no-deps --no-build-isolation -e .
 	@touch $@
 
-setup-node: $(NODE_STAMP)
-$(NODE_STAMP): package.json package-lock.json
-	npm install --no-audit --no-fund --fetch-retries=1
-	@touch $@
+## Node tools (solc-js, OpenZeppelin, anvil; js-ipfs under tools/ipfs): idempotent, fast
+## when up to date.
+setup-node:
+	scripts/install_tools.sh
 
 ## Run the demo on embedded defaults (in-process chain, on-disk content store).
 demo: setup-python

@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 #: Balance given to every derived account (1000 ether).
-DEFAULT_BALANCE_WEI = 1000 * 10**18
+DEFAULT_BALANCE_WEI = 10 * 10**18  # stakes and bonds are at most ~1 ether
 
 _ZERO_ADDRESS = "0x0000000000000000000000000000000000000000"
 _ERROR_STRING_SELECTOR = bytes.fromhex("08c379a0")  # Error(string)

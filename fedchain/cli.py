@@ -228,8 +228,8 @@ def _backends(args: argparse.Namespace) -> Iterator[dict[str, str]]:
 
     with (
         tempfile.TemporaryDirectory(prefix="fedchain-backends-") as tmp,
-        AnvilService(Path(tmp) / "anvil") as anvil,
-        IpfsService(Path(tmp) / "ipfs") as ipfs,
+        AnvilService(Path(tmp) / "anvil", die_with_parent=True) as anvil,
+        IpfsService(Path(tmp) / "ipfs", die_with_parent=True) as ipfs,
     ):
         yield {
             "rpc_url": anvil.url,

@@ -151,8 +151,13 @@ class Demo:
         self.store.put(self.manifest.to_bytes())
         num_accounts = 1 + cfg.aggregators + cfg.clients
         if cfg.rpc_url:
+            from fedchain.services import ANVIL_FUNDING_KEY
+
             self.chain = Chain.connect(
-                cfg.rpc_url, funding_key=cfg.funding_key, num_accounts=num_accounts, seed=cfg.seed
+                cfg.rpc_url,
+                funding_key=cfg.funding_key or ANVIL_FUNDING_KEY,
+                num_accounts=num_accounts,
+                seed=cfg.seed,
             )
         else:
             self.chain = Chain.embedded(num_accounts=num_accounts, seed=cfg.seed)
@@ -605,7 +610,10 @@ class Demo:
         }
         return {
             "fedchain_version": "0.1.0",
-            "config": asdict(self.cfg),
+            "config": {
+                **asdict(self.cfg),
+                "funding_key": "<redacted>" if self.cfg.funding_key else None,
+            },
             "scenario": self.scenario.describe(),
             "task_address": self.task.address,
             "chain_id": int(self.chain.w3.eth.chain_id),

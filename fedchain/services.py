@@ -303,13 +303,33 @@ def stop_pidfile(path: str | os.PathLike[str], timeout: float = 10.0) -> bool:
     return stopped
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Ask Linux to SIGTERM this child when the thread that spawned it exits."""
+def _pdeathsig_wrapper() -> list[str]:
+    """A command prefix that makes the service get SIGTERM when its parent dies.
+
+    util-linux ``setpriv --pdeathsig`` sets it between fork and exec without running Python
+    in the child (``preexec_fn`` is unsafe in a threaded parent); without setpriv, the
+    caller falls back to :func:`_set_pdeathsig` as ``preexec_fn``.
+    """
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []
+
+
+def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _load_prctl() -> Any:
+    """libc's prctl, resolved in the parent (never dlopen in a forked child)."""
     import ctypes
 
-    pr_set_pdeathsig = 1
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL: Any = None
 
 
 def port_free(port: int) -> bool:
@@ -410,6 +430,15 @@ class _Service:
         self.pid_path.unlink(missing_ok=True)
         self._prepare()
         command = self._command()
+        preexec = None
+        if self.die_with_parent:
+            wrapper = _pdeathsig_wrapper()
+            if wrapper:
+                command = wrapper + command
+            else:
+                global _PRCTL
+                _PRCTL = _PRCTL or _load_prctl()
+                preexec = _set_pdeathsig
         t0 = time.monotonic()
         with open(self.log_path, "ab") as log:
             log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n".encode())
@@ -423,7 +452,7 @@ class _Service:
                     env=self._env(),
                     cwd=self.data_dir,
                     start_new_session=True,
-                    preexec_fn=_die_with_parent if self.die_with_parent else None,
+                    preexec_fn=preexec,
                 )
             except OSError as exc:
                 raise ServiceError(f"cannot start {self.name} ({command[0]}): {exc}") from exc
@@ -813,16 +842,31 @@ class IpfsService(_Service):
 
 
 def _main(argv: list[str] | None = None) -> int:  # pragma: no cover - manual helper
-    """``python -m fedchain.services DIR``: start both services in DIR until Ctrl-C."""
+    """``python -m fedchain.services [DIR]``: run anvil and js-ipfs in DIR until Ctrl-C or
+    SIGTERM (both stop with this process, even if it is killed)."""
     args = sys.argv[1:] if argv is None else argv
     data_dir = Path(args[0] if args else "runs/services")
-    with AnvilService(data_dir) as anvil, IpfsService(data_dir) as ipfs:
-        print(f"anvil  {anvil.url}  (pid {anvil.pid}, ready in {anvil.started_in:.2f} s)")
-        print(f"ipfs   {ipfs.api_multiaddr}  (pid {ipfs.pid}, ready in {ipfs.started_in:.2f} s)")
-        print(f"fedchain demo --rpc-url {anvil.url} --store {ipfs.store_spec}\nCtrl-C stops both.")
-        with contextlib.suppress(KeyboardInterrupt):
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        with (
+            AnvilService(data_dir, die_with_parent=True) as anvil,
+            IpfsService(data_dir, die_with_parent=True) as ipfs,
+        ):
+            print(f"anvil  {anvil.url}  (pid {anvil.pid}, {anvil.started_in:.2f} s)")
+            print(f"ipfs   {ipfs.api_multiaddr}  (pid {ipfs.pid}, {ipfs.started_in:.2f} s)")
+            print(
+                f"fedchain demo --rpc-url {anvil.url} --funding-key {anvil.funding_key} "
+                f"--store {ipfs.store_spec}",
+                flush=True,
+            )
             while anvil.is_running() and ipfs.is_running():
                 time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
     return 0
 
 
