@@ -26,20 +26,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fedchain.config import DemoConfig
+from fedchain.metrics import PHASES as ALL_PHASES
 from fedchain.metrics import Progress
 from fedchain.runner import run_demo
 
-PHASES = [
-    "train",
-    "upload",
-    "register",
-    "fetch",
-    "aggregate",
-    "publish",
-    "submit",
-    "verify",
-    "finalize",
-]
+PHASES = [p for p in ALL_PHASES if p != "evaluate"]  # evaluation is the runner's, not the round's
 OPS = ["submitUpdate", "submitAggregate", "finalize"]
 
 
