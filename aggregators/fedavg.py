@@ -1,8 +1,9 @@
 """FedAvg (numSamples-weighted mean of the updates) and FedProx (same server rule).
 
-``new = global + round_half_even(sum_k n_k * q_k / sum_k n_k)`` computed exactly:
-the numerator with :func:`aggregators.intmath.exact_weighted_sum` (exact integer result),
-the division with :func:`aggregators.intmath.div_round_half_even`.
+``new = global + round_half_even(sum_k n_k * q_k / sum_k n_k)`` computed exactly: the
+numerator with :func:`aggregators.intmath.weighted_sum_chunks` (exact integers), the division
+with :func:`aggregators.intmath.div_round_half_even_f64` / ``div_round_half_even`` (round half
+to even), fused per column chunk with the addition to the global params and the int32 check.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ class FedAvg(AggregationRule):
     summary: ClassVar[str] = "numSamples-weighted mean of the deltas"
 
     def aggregate(self, inp: AggregationInput) -> AggregationOutput:
-        self.prepare(inp, check_values=False)  # values are checked chunk by chunk
+        # the value bound is checked per block only where exactness needs it (huge weights)
+        self.prepare(inp, check_values=False)
         params = weighted_mean_delta(inp, add_to=inp.global_params)
         return AggregationOutput(params=params, state={})
 

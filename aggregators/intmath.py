@@ -197,27 +197,43 @@ class WeightedSumPlan:
 
 
 _BLAS_CONTROLLER: Any = None
+_BLAS_LOCK = threading.Lock()
+_BLAS_USERS = 0
+_BLAS_LIMITER: Any = None
 
 
-def blas_single_thread() -> contextlib.AbstractContextManager[Any]:
-    """Limit BLAS to one thread while streaming small products.
+@contextlib.contextmanager
+def blas_single_thread() -> Iterator[None]:
+    """Limit BLAS to one thread while the rules stream small products.
 
-    OpenBLAS multi-threads even small ``gemv`` calls, which costs more than it saves on
-    chunks of a few MiB. This only affects speed: every BLAS use in the rules is exact
-    (integer-valued float64 below 2**53), so any thread count gives the same bytes.
-    Falls back to a no-op when ``threadpoolctl`` is unavailable.
+    OpenBLAS multi-threads even small ``gemv``/``syrk`` calls, which here costs more than it
+    saves (and collapses when the cores are shared). This only affects speed: every BLAS use
+    in the rules is exact (integer-valued float64 below 2**53), so any thread count gives the
+    same bytes. Re-entrant and thread-safe (reference-counted: the first user lowers the
+    limit, the last one restores it). A no-op when ``threadpoolctl`` is unavailable.
     """
-    global _BLAS_CONTROLLER
-    if _BLAS_CONTROLLER is None:
-        try:
-            from threadpoolctl import ThreadpoolController
+    global _BLAS_CONTROLLER, _BLAS_USERS, _BLAS_LIMITER
+    with _BLAS_LOCK:
+        if _BLAS_CONTROLLER is None:
+            try:
+                from threadpoolctl import ThreadpoolController
 
-            _BLAS_CONTROLLER = ThreadpoolController()
-        except Exception:  # pragma: no cover - optional speed-up only
-            _BLAS_CONTROLLER = False
-    if _BLAS_CONTROLLER is False:
-        return contextlib.nullcontext()
-    return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")  # type: ignore[no-any-return]
+                _BLAS_CONTROLLER = ThreadpoolController().select(user_api="blas")
+            except Exception:  # pragma: no cover - optional speed-up only
+                _BLAS_CONTROLLER = False
+        if _BLAS_CONTROLLER is not False:
+            if _BLAS_USERS == 0:
+                _BLAS_LIMITER = _BLAS_CONTROLLER.limit(limits=1)
+            _BLAS_USERS += 1
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            if _BLAS_CONTROLLER is not False:
+                _BLAS_USERS -= 1
+                if _BLAS_USERS == 0 and _BLAS_LIMITER is not None:
+                    _BLAS_LIMITER.restore_original_limits()
+                    _BLAS_LIMITER = None
 
 
 _TLS = threading.local()
@@ -352,7 +368,7 @@ def gram_exact(
     columns is an integer of magnitude ``<= c * vb**2``; the chunk width is chosen so that this
     is ``< 2**53``. If ``vb**2 * 256`` already exceeds ``2**53`` (``vb > 2**22.5``), entries are
     split into two limbs ``q = hi * 2**16 + lo`` with ``lo`` in ``[0, 2**16)`` and
-    ``|hi| <= 2**14``, so every limb product is ``<= 2**32`` and chunks of up to ``2**20``
+    ``|hi| <= 2**15``, so every limb product is ``<= 2**32`` and chunks of up to ``2**20``
     columns stay exact; ``q_i . q_j = 2**32 hi.hi + 2**16 (hi.lo + lo.hi) + lo.lo``.
     Chunk results (exact integers) are accumulated in int64 while provably safe and folded
     into Python ints otherwise.

@@ -316,28 +316,32 @@ def _closest_to_median_sum(x: NDArray[np.int32], beta: int) -> NDArray[np.int64]
 
     Exact: work in doubled units. With ``M2 = 2*median`` (an integer), a value's key is
     ``2*|2x - M2| + (2x > M2)``: distance first, then lower value first. Along a sorted row the
-    keys are V-shaped, so the ``beta`` smallest keys form a window ``[s, s+beta)``. Sliding the
-    window right replaces key ``x[s]`` by ``x[s+beta]``; ``s*`` is the first position where that
-    would strictly worsen (``key[s] < key[s+beta]``); the key sequence proof is in
-    ``docs/rules.md``. Equal keys mean equal values, so the *sum* is unique.
+    keys are V-shaped, so the ``beta`` smallest keys form a window ``[s, s+beta)`` with ``s`` in
+    ``[0, span]``, ``span = theta - beta``. Sliding the window right replaces ``key[s]`` by
+    ``key[s+beta]``; the window is the first ``s`` where that would strictly worsen
+    (``key[s] < key[s+beta]``), else ``span`` (proof in ``docs/rules.md``). Equal keys mean
+    equal values, so the *sum* is unique. Only the ``2*span`` boundary columns need keys:
+    ``sum = sum(x[:, :beta]) + sum_{p < s} (x[:, beta+p] - x[:, p])``.
     """
-    c, theta = x.shape
-    x64 = x.astype(np.int64)
-    mid = theta // 2
-    m2 = 2 * x64[:, mid] if theta % 2 else x64[:, mid - 1] + x64[:, mid]
-    diff = 2 * x64 - m2[:, None]
-    key = 2 * np.abs(diff) + (diff > 0)
+    theta = x.shape[1]
     span = theta - beta
+    first = x[:, :beta].sum(axis=1, dtype=np.int64)  # <= K * 2**31: fits int64
     if span == 0:
-        return np.asarray(x64.sum(axis=1), dtype=np.int64)
-    worse = key[:, :span] < key[:, beta:]  # sliding right from s would worsen
-    # first s with worse[s]; if none, the last window
-    has = worse.any(axis=1)
-    start = np.where(has, worse.argmax(axis=1), span)
-    csum = np.zeros((c, theta + 1), dtype=np.int64)
-    np.cumsum(x64, axis=1, out=csum[:, 1:])
-    rows = np.arange(c)
-    return np.asarray(csum[rows, start + beta] - csum[rows, start], dtype=np.int64)
+        return np.asarray(first, dtype=np.int64)
+    mid = theta // 2
+    lo_mid = x[:, mid - 1 if theta % 2 == 0 else mid].astype(np.int64)
+    m2 = (lo_mid + x[:, mid])[:, None]  # 2 * median, exact
+    left = x[:, :span].astype(np.int64)  # leaves the window when it slides right
+    right = x[:, beta:].astype(np.int64)  # enters the window when it slides right
+    dl = 2 * left - m2
+    dr = 2 * right - m2
+    key_l = 2 * np.abs(dl) + (dl > 0)  # |.| <= 2**34: int64
+    key_r = 2 * np.abs(dr) + (dr > 0)
+    worse = key_l < key_r  # sliding right from s would worsen
+    start = np.where(worse.any(axis=1), worse.argmax(axis=1), span)  # first True, else span
+    taken = np.arange(span)[None, :] < start[:, None]
+    gain = np.where(taken, right - left, 0).sum(axis=1)
+    return np.asarray(first + gain, dtype=np.int64)
 
 
 @register_rule

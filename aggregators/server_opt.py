@@ -57,45 +57,82 @@ def _flush(x: NDArray[np.float64]) -> NDArray[np.float64]:
     return x
 
 
-def _state_array(state: Mapping[str, NDArray[Any]], key: str, d: int) -> NDArray[np.float64]:
-    if key not in state:
-        raise AggregationInputError(f"server-optimiser state lacks {key!r}")
-    a = np.asarray(state[key])
-    if a.dtype != np.float64 or a.shape != (d,):
+#: columns per element-wise block: every temporary (256 KiB) stays in L2
+_OPT_CHUNK = 1 << 15
+
+
+def _check_state(
+    state: Mapping[str, NDArray[Any]], keys: tuple[str, ...], d: int, rule: str
+) -> dict[str, NDArray[np.float64]] | None:
+    """Validated (not copied) state arrays, or ``None`` at the start (empty mapping).
+    Finiteness is checked block by block in :meth:`_ServerOpt.aggregate`."""
+    if not state:
+        return None
+    extra = sorted(set(state) - set(keys))
+    if extra:
         raise AggregationInputError(
-            f"server-optimiser state {key!r} must be float64 of shape ({d},), "
-            f"got {a.dtype} {a.shape}"
+            f"{rule}: unexpected server-optimiser state key(s) {', '.join(extra)}"
         )
-    if d and not np.isfinite(a).all():
-        raise AggregationInputError(f"server-optimiser state {key!r} is not finite")
-    return np.array(a, dtype=np.float64, copy=True)  # never mutate the caller's arrays
+    out = {}
+    for key in keys:
+        if key not in state:
+            raise AggregationInputError(f"server-optimiser state lacks {key!r}")
+        a = np.asarray(state[key])
+        if a.dtype != np.float64 or a.shape != (d,):
+            raise AggregationInputError(
+                f"server-optimiser state {key!r} must be float64 of shape ({d},), "
+                f"got {a.dtype} {a.shape}"
+            )
+        out[key] = a
+    return out
 
 
 class _ServerOpt(AggregationRule):
+    """Shared driver: exact FedAvg pseudo-gradient, then the element-wise optimiser on blocks
+    of ``_OPT_CHUNK`` coordinates (cache-resident temporaries; results do not depend on the
+    blocking because every operation is element-wise). New state goes to fresh arrays: the
+    caller's state is never mutated."""
+
     stateful: ClassVar[bool] = True
     state_keys: ClassVar[tuple[str, ...]] = ()
 
-    def _load_state(self, inp: AggregationInput) -> dict[str, NDArray[np.float64]] | None:
-        """Existing state, or ``None`` at the start (empty mapping)."""
-        if not inp.state:
-            return None
-        extra = sorted(set(inp.state) - set(self.state_keys))
-        if extra:
-            raise AggregationInputError(
-                f"{self.name}: unexpected server-optimiser state key(s) {', '.join(extra)}"
-            )
-        return {k: _state_array(inp.state, k, inp.dim) for k in self.state_keys}
+    def _initial(self, key: str, n: int) -> NDArray[np.float64]:
+        return np.zeros(n, dtype=np.float64)
 
-    def _pseudo_gradient(self, inp: AggregationInput) -> NDArray[np.float64]:
+    def _step(
+        self,
+        delta: NDArray[np.float64],
+        old: dict[str, NDArray[np.float64]],
+        new: dict[str, NDArray[np.float64]],
+    ) -> NDArray[np.float64]:
+        """Write the new state into ``new`` (views) and return the step in real units."""
+        raise NotImplementedError
+
+    def aggregate(self, inp: AggregationInput) -> AggregationOutput:
+        self.prepare(inp, check_values=False)
+        d = inp.dim
+        state_in = _check_state(inp.state, self.state_keys, d, self.name)
         dq = weighted_mean_delta(inp)  # exact, |dq| <= value_bound <= 2**30
-        return dq.astype(np.float64) * (2.0**-inp.frac_bits)  # exact power-of-two scaling
-
-    def _apply(
-        self, inp: AggregationInput, step: NDArray[np.float64], state: dict[str, Any]
-    ) -> AggregationOutput:
-        q = rint_to_int64(step * float(1 << inp.frac_bits), what=f"{self.name} step")
-        params = to_int32_range(inp.global_params + q)
-        return AggregationOutput(params=params, state=state)
+        new_state = {k: np.empty(d, dtype=np.float64) for k in self.state_keys}
+        params = np.empty(d, dtype=np.int64)
+        down = 2.0**-inp.frac_bits
+        up = float(1 << inp.frac_bits)
+        for s in range(0, d, _OPT_CHUNK):
+            e = min(d, s + _OPT_CHUNK)
+            delta = dq[s:e].astype(np.float64)
+            delta *= down  # exact power-of-two scaling
+            if state_in is None:
+                old = {k: self._initial(k, e - s) for k in self.state_keys}
+            else:
+                old = {k: state_in[k][s:e] for k in self.state_keys}
+                for k, a in old.items():
+                    if not np.isfinite(a).all():
+                        raise AggregationInputError(f"server-optimiser state {k!r} is not finite")
+            step = self._step(delta, old, {k: new_state[k][s:e] for k in self.state_keys})
+            step *= up  # exact power-of-two scaling (or overflow to inf, caught below)
+            q = rint_to_int64(step, what=f"{self.name} step")
+            params[s:e] = to_int32_range(inp.global_params[s:e] + q)
+        return AggregationOutput(params=params, state=new_state)
 
 
 @register_rule
@@ -110,40 +147,52 @@ class FedAvgM(_ServerOpt):
         ParamSpec("momentum", float, default=0.9, check=_unit, doc="server momentum beta"),
     )
 
-    def aggregate(self, inp: AggregationInput) -> AggregationOutput:
-        self.prepare(inp, check_values=False)
-        st = self._load_state(inp)
-        delta = self._pseudo_gradient(inp)
-        beta = float(self._params["momentum"])
-        lr = float(self._params["server_lr"])
-        v = _flush(delta if st is None else st["momentum"] * beta + delta)
-        return self._apply(inp, v * lr, {"momentum": v})
+    def _step(
+        self,
+        delta: NDArray[np.float64],
+        old: dict[str, NDArray[np.float64]],
+        new: dict[str, NDArray[np.float64]],
+    ) -> NDArray[np.float64]:
+        v = new["momentum"]
+        np.multiply(old["momentum"], float(self._params["momentum"]), out=v)
+        v += delta
+        _flush(v)
+        return v * float(self._params["server_lr"])
 
 
 class _Adaptive(_ServerOpt):
     state_keys: ClassVar[tuple[str, ...]] = ("m", "v")
-    _default_eta: ClassVar[float] = 0.01
+
+    def _initial(self, key: str, n: int) -> NDArray[np.float64]:
+        if key == "v":
+            tau = float(self._params["tau"])
+            return np.full(n, tau * tau, dtype=np.float64)
+        return np.zeros(n, dtype=np.float64)
 
     def _second_moment(
-        self, v: NDArray[np.float64], d2: NDArray[np.float64]
-    ) -> NDArray[np.float64]:
+        self, v: NDArray[np.float64], d2: NDArray[np.float64], out: NDArray[np.float64]
+    ) -> None:
         raise NotImplementedError
 
-    def aggregate(self, inp: AggregationInput) -> AggregationOutput:
-        self.prepare(inp, check_values=False)
-        st = self._load_state(inp)
-        delta = self._pseudo_gradient(inp)
+    def _step(
+        self,
+        delta: NDArray[np.float64],
+        old: dict[str, NDArray[np.float64]],
+        new: dict[str, NDArray[np.float64]],
+    ) -> NDArray[np.float64]:
         p = self._params
         eta, beta1, tau = float(p["eta"]), float(p["beta1"]), float(p["tau"])
-        if st is None:
-            m = np.zeros(inp.dim, dtype=np.float64)
-            v = np.full(inp.dim, tau * tau, dtype=np.float64)
-        else:
-            m, v = st["m"], st["v"]
-        m = _flush(m * beta1 + delta * (1.0 - beta1))
-        v = _flush(self._second_moment(v, delta * delta))
-        step = (m * eta) / (np.sqrt(v) + tau)
-        return self._apply(inp, step, {"m": m, "v": v})
+        m, v = new["m"], new["v"]
+        np.multiply(old["m"], beta1, out=m)  # m = m*beta1 + delta*(1-beta1)
+        m += delta * (1.0 - beta1)
+        _flush(m)
+        self._second_moment(old["v"], delta * delta, v)
+        _flush(v)
+        den = np.sqrt(v)
+        den += tau
+        step = m * eta
+        step /= den  # x += eta * m / (sqrt(v) + tau)
+        return step
 
 
 def _adaptive_specs(eta: float, with_beta2: bool) -> tuple[ParamSpec, ...]:
@@ -168,9 +217,9 @@ class FedAdagrad(_Adaptive):
     param_specs: ClassVar[tuple[ParamSpec, ...]] = _adaptive_specs(0.1, with_beta2=False)
 
     def _second_moment(
-        self, v: NDArray[np.float64], d2: NDArray[np.float64]
-    ) -> NDArray[np.float64]:
-        return v + d2
+        self, v: NDArray[np.float64], d2: NDArray[np.float64], out: NDArray[np.float64]
+    ) -> None:
+        np.add(v, d2, out=out)
 
 
 @register_rule
@@ -182,10 +231,12 @@ class FedAdam(_Adaptive):
     param_specs: ClassVar[tuple[ParamSpec, ...]] = _adaptive_specs(0.01, with_beta2=True)
 
     def _second_moment(
-        self, v: NDArray[np.float64], d2: NDArray[np.float64]
-    ) -> NDArray[np.float64]:
+        self, v: NDArray[np.float64], d2: NDArray[np.float64], out: NDArray[np.float64]
+    ) -> None:
         b2 = float(self._params["beta2"])
-        return v * b2 + d2 * (1.0 - b2)
+        np.multiply(v, b2, out=out)
+        d2 *= 1.0 - b2
+        out += d2
 
 
 @register_rule
@@ -197,7 +248,10 @@ class FedYogi(_Adaptive):
     param_specs: ClassVar[tuple[ParamSpec, ...]] = _adaptive_specs(0.01, with_beta2=True)
 
     def _second_moment(
-        self, v: NDArray[np.float64], d2: NDArray[np.float64]
-    ) -> NDArray[np.float64]:
+        self, v: NDArray[np.float64], d2: NDArray[np.float64], out: NDArray[np.float64]
+    ) -> None:
         b2 = float(self._params["beta2"])
-        return v - (d2 * (1.0 - b2)) * np.sign(v - d2)
+        sgn = np.sign(v - d2)
+        d2 *= 1.0 - b2
+        d2 *= sgn
+        np.subtract(v, d2, out=out)

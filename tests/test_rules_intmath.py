@@ -127,3 +127,20 @@ def test_rint_and_range_helpers() -> None:
     assert to_int32_range(np.array([2**31 - 1, -(2**31)])).dtype == np.int64
     with pytest.raises(AggregationRangeError, match="int32"):
         to_int32_range(np.array([2**31]))
+
+
+def test_blas_limit_is_reentrant_and_restored() -> None:
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from aggregators.intmath import blas_single_thread
+
+    def blas_threads() -> list[int]:
+        return [
+            i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"
+        ]
+
+    before = blas_threads()
+    with blas_single_thread():
+        with blas_single_thread():
+            assert all(t == 1 for t in blas_threads())
+        assert all(t == 1 for t in blas_threads())
+    assert blas_threads() == before

@@ -164,3 +164,54 @@ def test_malformed_inputs_rejected(kw: dict[str, object], match: str) -> None:
     else:
         with pytest.raises(AggregationInputError, match=match):
             make_rule("fedavg").aggregate(_inp(**kw))
+
+
+def test_params_hash_golden_values() -> None:
+    """The canonical encoding is part of the protocol: pin it."""
+    assert canonical_params_json(make_rule("krum", {"f": "1"})) == b'{"f":1,"m":1}'
+    assert canonical_params_json(make_rule("trimmed_mean")) == b'{"beta":"0.1"}'
+    assert canonical_params_json(make_rule("fedavg")) == b"{}"
+    assert canonical_params_json(make_rule("fedadam", {"eta": "1e-2"})) == (
+        b'{"beta1":"0.9","beta2":"0.99","eta":"0.01","tau":"0.001"}'
+    )
+    assert params_hash(make_rule("fedavg")) == hashlib.sha256(b"{}").digest()
+
+
+def _all_rules_with(k: int) -> list[AggregationRule]:
+    rules = []
+    for name in available_rules():
+        params = {"f": 0} if name in ("krum", "multikrum", "bulyan") else {}
+        rule = make_rule(name, params)
+        if k >= rule.min_updates():
+            rules.append(rule)
+    return rules
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_every_rule_handles_empty_model_and_small_k(k: int) -> None:
+    for rule in _all_rules_with(k):
+        for d in (0, 1, 5):
+            u = np.arange(k * d, dtype=np.int32).reshape(k, d) - 2
+            inp = AggregationInput(np.zeros(d, np.int64), u, np.ones(k, np.int64), {}, 16, 100)
+            out = rule.aggregate(inp)
+            assert out.params.shape == (d,) and out.params.dtype == np.int64, rule.name
+            if k == 1 and not rule.stateful:  # a single update is returned as is
+                assert out.params.tolist() == u[0].tolist(), rule.name
+
+
+def test_concurrent_aggregations_are_independent() -> None:
+    """Scratch buffers are per thread: parallel aggregations give the serial results."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(2)
+    inputs = []
+    for _ in range(6):
+        u = rng.integers(-(2**18), 2**18, size=(12, 70_000)).astype(np.int32)
+        n = rng.integers(1, 100, size=12).astype(np.int64)
+        inputs.append(AggregationInput(np.zeros(70_000, np.int64), u, n, {}, 16, 2**18))
+    rules = [make_rule("fedavg"), make_rule("krum", {"f": 2}), make_rule("median")]
+    serial = [r.aggregate(i).params for i in inputs for r in rules]
+    with ThreadPoolExecutor(4) as ex:
+        futs = [ex.submit(r.aggregate, i) for i in inputs for r in rules]
+        parallel = [f.result().params for f in futs]
+    assert all(np.array_equal(a, b) for a, b in zip(serial, parallel, strict=True))
