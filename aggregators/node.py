@@ -104,6 +104,7 @@ class AggregatorNode:
         self.verifications: dict[tuple[int, int], Verification] = {}
         self.withheld: set[tuple[int, int]] = set()
         self.challenged: set[tuple[int, int]] = set()
+        self._last_try: dict[tuple[str, int], int] = {}
         self._cache: dict[tuple[int, bytes, tuple[bytes, ...]], tuple[RoundResult, _RoundInputs]]
         self._cache = {}
 
@@ -279,7 +280,15 @@ class AggregatorNode:
     def _try(
         self, round_: int, action: str, call: Callable[[], Any], detail: dict[str, Any]
     ) -> list[AggregatorEvent]:
-        """Send a transaction; a revert because another node got there first is not an error."""
+        """Send a transaction; a revert because another node got there first is not an error.
+
+        Each (action, round) is tried at most once per block: until a new block shows the
+        effect of someone's transaction, trying again would only be refused again.
+        """
+        block = self.chain.block_number()
+        if self._last_try.get((action, round_)) == block:
+            return []
+        self._last_try[(action, round_)] = block
         try:
             receipt = call()
         except ContractRevert as exc:

@@ -28,7 +28,7 @@ from fedchain.chain import Chain
 from fedchain.cid import cid_from_digest
 from fedchain.config import DemoConfig
 from fedchain.contract import Phase, TaskContract
-from fedchain.errors import ContractRevert, FedchainError
+from fedchain.errors import ChainError, ContractRevert, FedchainError, StorageError
 from fedchain.storage import ContentStore, IpfsStore, LocalStore
 from fedchain.task import TaskManifest
 
@@ -124,15 +124,25 @@ class NodeProcess:
         )
         started = time.monotonic()
         try:
+            failures = 0
             while True:
-                for ev in self.node.step():
-                    log(self.name, ev.action, round=ev.round, **_detail(ev))
-                if self.replica is not None:
-                    for line in self.replica.poll(self.task):
-                        log(self.name, **line)
-                if self.task.task_completed() and self._done():
-                    log(self.name, "done", round=self.task.current_round())
-                    return 0
+                try:
+                    for ev in self.node.step():
+                        log(self.name, ev.action, round=ev.round, **_detail(ev))
+                    if self.replica is not None:
+                        for line in self.replica.poll(self.task):
+                            log(self.name, **line)
+                    if self.task.task_completed() and self._done():
+                        log(self.name, "done", round=self.task.current_round())
+                        return 0
+                    failures = 0
+                except (StorageError, ChainError) as exc:
+                    # A daemon or node that is slow, restarting or briefly unreachable is not
+                    # a reason to die: back off and retry from chain state.
+                    failures += 1
+                    log(self.name, "retry", error=str(exc), failures=failures)
+                    time.sleep(min(5.0, 0.2 * 2**failures))
+                    continue
                 if max_seconds is not None and time.monotonic() - started > max_seconds:
                     log(self.name, "timeout", seconds=max_seconds)
                     return 3

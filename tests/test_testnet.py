@@ -69,7 +69,7 @@ def test_testnet_faulty_aggregator_and_kill_restart(tmp_path: Path) -> None:
     directory = tmp_path / "tn"
     try:
         spec = testnet.up(
-            cfg, directory, use_ipfs=has_ipfs, block_time=0.5, scenario=scenario, max_seconds=300
+            cfg, directory, use_ipfs=has_ipfs, block_time=0.5, scenario=scenario, max_seconds=900
         )
         assert len(spec["nodes"]) == cfg.clients + cfg.aggregators
         # kill -9 a client right after its round-1 update, and an honest aggregator.
@@ -83,7 +83,7 @@ def test_testnet_faulty_aggregator_and_kill_restart(tmp_path: Path) -> None:
         time.sleep(2.0)
         testnet.start_node(directory, "client-2")
         testnet.start_node(directory, "aggregator-2")
-        final = testnet.wait(directory, timeout=300)["chain"]
+        final = testnet.wait(directory, timeout=600)["chain"]
         assert final["completed"] and final["round"] == 3
 
         # Nothing lost, nothing counted twice: each client has one update per round.
