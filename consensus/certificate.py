@@ -20,13 +20,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eth_utils import keccak, to_checksum_address
+from eth_utils.crypto import keccak
 
 from consensus.messages import (
     Commit,
     Domain,
     Instance,
     InstanceKey,
+    checksum_address,
     recover_signer,
     struct_hash,
 )
@@ -129,7 +130,7 @@ class CommitCertificate:
         the dispute the caller expects (a certificate for another round, attempt, digest, task
         or chain is refused); ``min_view`` lets a caller refuse certificates from older views.
         """
-        members = {to_checksum_address(a) for a in committee}
+        members = {checksum_address(a) for a in committee}
         if len(members) != len(committee):
             raise ConsensusError("committee has duplicate members")
         if instance is not None:
@@ -146,11 +147,12 @@ class CommitCertificate:
         for signer, sig in self.signatures:
             if not isinstance(signer, str) or not isinstance(sig, bytes):
                 raise ConsensusError("malformed signature entry")
-            key = address_key(to_checksum_address(signer))
+            checksummed = checksum_address(signer)
+            key = address_key(checksummed)
             if key <= previous:
                 raise ConsensusError("signers must be strictly increasing (sorted, no duplicates)")
             previous = key
-            if to_checksum_address(signer) not in members:
+            if checksummed not in members:
                 raise ConsensusError(f"{signer} is not a committee member")
             recovered = recover_signer(domain, sh, sig)
             if address_key(recovered) != key:
@@ -192,7 +194,7 @@ class CommitCertificate:
         try:
             obj = json.loads(text)
             sigs = tuple(
-                (str(to_checksum_address(s)), bytes.fromhex(sig[2:])) for s, sig in obj["signatures"]
+                (checksum_address(s), bytes.fromhex(sig[2:])) for s, sig in obj["signatures"]
             )
             cert = cls(
                 int(obj["round"]),
@@ -202,7 +204,7 @@ class CommitCertificate:
                 int(obj["view"]),
                 sigs,
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, ConsensusError) as exc:
             raise ConsensusError(f"malformed certificate JSON: {exc}") from exc
         if len(cert.aggregate_digest) != 32 or any(len(s) != 65 for _, s in sigs):
             raise ConsensusError("malformed certificate JSON: wrong byte lengths")

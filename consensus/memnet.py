@@ -18,11 +18,12 @@ import heapq
 import math
 import random
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import cast
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
-from eth_utils import keccak
+from eth_utils.crypto import keccak
 
 from consensus.messages import Commit, Domain, Instance, InstanceKey, Message, decode, encode
 from consensus.pbft import (
@@ -96,13 +97,7 @@ class NetStats:
     bytes: int = 0
 
 
-@dataclass(order=True)
-class _Event:
-    tick: int
-    order: int
-    kind: str = field(compare=False)
-    node: int = field(compare=False)
-    payload: object = field(compare=False, default=None)
+_Event = tuple[int, int, str, int, object]  # (tick, order, kind, node, payload)
 
 
 class MemNet:
@@ -129,7 +124,7 @@ class MemNet:
 
     def _push(self, tick: int, kind: str, node: int, payload: object = None) -> None:
         self._order += 1
-        heapq.heappush(self._queue, _Event(tick, self._order, kind, node, payload))
+        heapq.heappush(self._queue, (tick, self._order, kind, node, payload))
 
     def start(
         self, instance: Instance, at: int | None = None, nodes: Iterable[int] | None = None
@@ -151,9 +146,8 @@ class MemNet:
 
     def step(self) -> None:
         """Run every event of the current tick, then advance the clock by one."""
-        while self._queue and self._queue[0].tick <= self.now:
-            ev = heapq.heappop(self._queue)
-            self._run(ev)
+        while self._queue and self._queue[0][0] <= self.now:
+            self._run(*heapq.heappop(self._queue))
         self.now += 1
 
     def run_until(self, predicate: Callable[[MemNet], bool], max_ticks: int) -> bool:
@@ -168,30 +162,33 @@ class MemNet:
     def decided(self, instance: Instance, nodes: Iterable[int]) -> bool:
         return all(instance in self.decisions[i] for i in nodes)
 
-    def _run(self, ev: _Event) -> None:
-        if self.is_down(ev.node):
+    def _run(self, tick: int, order: int, kind: str, dst: int, payload: object) -> None:
+        if self.crashed and self.is_down(dst):
             return
-        node = self.nodes[ev.node]
-        if ev.kind == "start":
-            assert isinstance(ev.payload, Instance)
-            actions = node.start(ev.payload)
-        elif ev.kind == "timer":
-            assert isinstance(ev.payload, str)
-            key = (ev.node, ev.payload)
-            if self._timers.get(key) != ev.order:
+        node = self.nodes[dst]
+        if kind == "start":
+            assert isinstance(payload, Instance)
+            actions = node.start(payload)
+        elif kind == "timer":
+            assert isinstance(payload, str)
+            key = (dst, payload)
+            if self._timers.get(key) != order:
                 return
             del self._timers[key]
             self.stats.timers_fired += 1
-            actions = node.on_timer(ev.payload)
+            actions = node.on_timer(payload)
         else:
-            src, data = ev.payload  # type: ignore[misc]
-            if any(p.cuts(src, ev.node, self.now) for p in self.config.partitions):
+            src, data = cast(tuple[int, Message | bytes], payload)
+            if self.config.partitions and any(
+                p.cuts(src, dst, self.now) for p in self.config.partitions
+            ):
                 self.stats.partitioned += 1
                 return
             msg = decode(data) if isinstance(data, bytes) else data
             self.stats.delivered += 1
             actions = node.on_message(msg)
-        self._apply(ev.node, actions)
+        if actions:
+            self._apply(dst, actions)
 
     def _apply(self, src: int, actions: list[Action]) -> None:
         for a in actions:
@@ -269,6 +266,7 @@ class ScheduleResult:
     instances: list[Instance]
     honest_verdicts: dict[InstanceKey, set[bool]]
     all_decided: bool
+    decidable_decided: bool
     ticks: int
     max_view: int
     view_changes: int
@@ -316,17 +314,23 @@ def random_schedule(
     instances: int | None = None,
     disagreement: float = 0.3,
     max_ticks: int = 4000,
+    settle_ticks: int = 600,
     config: ReplicaConfig | None = None,
     wire: bool = False,
 ) -> ScheduleResult:
     """Run one seeded adversarial schedule and report on it.
 
     ``byzantine`` members (default ``f``) get behaviours drawn from ``behaviours``; the primary
-    of view 0 is among them half of the time (as an equivocator). Honest members re-execute
-    deterministically, except that with probability ``disagreement`` an instance is one whose
-    honest verdicts differ (say, a payload only some could fetch), which is what makes the
-    PBFT quorum logic, rather than plain re-execution, carry safety. The network drops,
-    duplicates, delays and partitions messages until a random GST.
+    of view 0 is among them half of the time (as an equivocator, if that behaviour is
+    allowed). Honest members re-execute deterministically, except that with probability
+    ``disagreement`` an instance is one whose honest verdicts differ (say, a payload only some
+    could fetch), which is what makes the PBFT quorum logic, rather than plain re-execution,
+    carry safety. The network drops, duplicates, delays and partitions messages until a
+    random GST.
+
+    The run stops once every honest member decided every instance, or once the instances
+    the honest members alone could decide (``n - f`` of them agree) are decided everywhere and
+    ``settle_ticks`` have passed, or after ``max_ticks``.
     """
     rng = random.Random(seed)
     f = max_faulty(n)
@@ -339,7 +343,11 @@ def random_schedule(
     byz_ids += rng.sample([i for i in range(n) if i not in byz_ids], nbyz - len(byz_ids))
     roles: dict[int, str] = {}
     for i in byz_ids:
-        roles[i] = "equivocator" if i == 0 else rng.choice(list(behaviours))
+        roles[i] = (
+            "equivocator"
+            if i == 0 and "equivocator" in behaviours
+            else rng.choice(list(behaviours))
+        )
     honest = [i for i in range(n) if i not in roles]
 
     count = instances if instances is not None else rng.randint(1, 3)
@@ -348,7 +356,7 @@ def random_schedule(
             SIM_DOMAIN.verifying_contract,
             SIM_DOMAIN.chain_id,
             r,
-            rng.randint(0, 1),
+            0,
             keccak(text=f"aggregate/{r}"),
         )
         for r in range(1, count + 1)
@@ -367,6 +375,7 @@ def random_schedule(
         request_timeout=30.0,
         view_change_timeout=30.0,
         retransmit_interval=12.0,
+        max_backoff_exponent=4,
         record_trace=True,
     )
     nodes: list[Node] = []
@@ -413,10 +422,21 @@ def random_schedule(
         for i in range(n):
             net.start(inst, at=base + rng.randint(0, 10), nodes=[i])
 
-    def done(net: MemNet) -> bool:
-        return all(net.decided(inst, honest) for inst in insts)
+    q = commit_quorum(n)
+    decidable = [
+        inst
+        for inst in insts
+        if max(sum(verdicts[(i, inst.key)] == v for i in honest) for v in (False, True)) >= q
+    ]
 
-    all_decided = net.run_until(done, max_ticks)
+    def done(net: MemNet) -> bool:
+        if not all(net.decided(inst, honest) for inst in decidable):
+            return False
+        return net.now >= settle_ticks or all(net.decided(inst, honest) for inst in insts)
+
+    net.run_until(done, max_ticks)
+    all_decided = all(net.decided(inst, honest) for inst in insts)
+    decidable_decided = all(net.decided(inst, honest) for inst in decidable)
 
     honest_verdicts = {inst.key: net.verdicts(inst.key, honest) for inst in insts}
     traces: dict[int, set[tuple[InstanceKey, bool]]] = {}
@@ -430,7 +450,6 @@ def random_schedule(
         for inst, d in net.decisions[i].items():
             if not d.certificate.is_valid(committee, SIM_DOMAIN, instance=inst):
                 invalid += 1
-    q = commit_quorum(n)
     return ScheduleResult(
         seed=seed,
         n=n,
@@ -439,6 +458,7 @@ def random_schedule(
         instances=insts,
         honest_verdicts=honest_verdicts,
         all_decided=all_decided,
+        decidable_decided=decidable_decided,
         ticks=net.now,
         max_view=max(r.view for r in replicas if isinstance(r, Replica)),
         view_changes=sum(r.stats["view_changes"] for r in replicas if isinstance(r, Replica)),

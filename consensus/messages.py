@@ -22,16 +22,19 @@ same bytes, so there is exactly one encoding of each message. Pickle is never us
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Final, TypeAlias, TypeVar
 
 from eth_account import Account
 from eth_account.messages import SignableMessage
 from eth_account.signers.local import LocalAccount
-from eth_utils import is_address, keccak, to_checksum_address
+from eth_utils.address import is_address, to_checksum_address
+from eth_utils.crypto import keccak
 
 from fedchain.errors import ConsensusError
 
@@ -55,6 +58,7 @@ __all__ = [
     "PreparedCert",
     "ViewChange",
     "check_signature_format",
+    "checksum_address",
     "decode",
     "encode",
     "item_hash",
@@ -133,9 +137,7 @@ def _type_string(name: str) -> str:
 
 
 TYPE_STRINGS: Final[dict[str, str]] = {name: _type_string(name) for name in EIP712_TYPES}
-TYPE_HASHES: Final[dict[str, bytes]] = {
-    name: keccak(text=s) for name, s in TYPE_STRINGS.items()
-}
+TYPE_HASHES: Final[dict[str, bytes]] = {name: keccak(text=s) for name, s in TYPE_STRINGS.items()}
 
 
 def _enc_uint(x: int) -> bytes:
@@ -176,10 +178,23 @@ def struct_hash(type_name: str, values: Sequence[object]) -> bytes:
 # --------------------------------------------------------------------------------------------
 
 
-def _checksum(address: object, what: str) -> str:
-    if not isinstance(address, str) or not is_address(address) or len(address) != 42:
-        raise ConsensusError(f"{what} is not a 20-byte hex address: {address!r}")
+@functools.lru_cache(maxsize=4096)
+def _checksum_str(address: str) -> str | None:
+    if not is_address(address) or len(address) != 42:
+        return None
     return str(to_checksum_address(address))
+
+
+def _checksum(address: object, what: str) -> str:
+    """EIP-55 form of a 20-byte hex address (memoised: committees repeat constantly)."""
+    out = _checksum_str(address) if isinstance(address, str) else None
+    if out is None:
+        raise ConsensusError(f"{what} is not a 20-byte hex address: {address!r}")
+    return out
+
+
+def checksum_address(address: object) -> str:
+    return _checksum(address, "address")
 
 
 @dataclass(frozen=True)
@@ -252,6 +267,23 @@ class Instance:
 # Messages
 # --------------------------------------------------------------------------------------------
 
+_R = TypeVar("_R")
+
+
+def _memo(method: Callable[[Any], _R]) -> Callable[[Any], _R]:
+    """Cache a pure method's result on a frozen dataclass instance (written past __setattr__)."""
+    slot = "_memo_" + method.__name__
+
+    def wrapper(self: Any) -> _R:
+        d = self.__dict__
+        if slot not in d:
+            d[slot] = method(self)
+        return d[slot]  # type: ignore[no-any-return]
+
+    wrapper.__name__ = method.__name__
+    wrapper.__doc__ = method.__doc__
+    return wrapper
+
 
 @dataclass(frozen=True)
 class PrePrepare:
@@ -276,6 +308,7 @@ class PrePrepare:
     def content(self) -> tuple[int, int, InstanceKey, bool]:
         return (self.view, self.seq, self.key, self.faulty)
 
+    @_memo
     def struct_hash(self) -> bytes:
         return struct_hash(
             "PrePrepare",
@@ -306,6 +339,7 @@ class Prepare:
     def content(self) -> tuple[int, int, InstanceKey, bool]:
         return (self.view, self.seq, self.key, self.faulty)
 
+    @_memo
     def struct_hash(self) -> bytes:
         return struct_hash(
             "Prepare",
@@ -336,6 +370,7 @@ class Commit:
     def key(self) -> InstanceKey:
         return (self.round, self.attempt, self.aggregate_digest)
 
+    @_memo
     def struct_hash(self) -> bytes:
         return struct_hash(
             "DisputeVerdict",
@@ -354,6 +389,7 @@ class Checkpoint:
 
     TYPE: ClassVar[str] = "Checkpoint"
 
+    @_memo
     def struct_hash(self) -> bytes:
         return struct_hash("Checkpoint", (self.seq, self.state_digest))
 
@@ -396,6 +432,7 @@ class ViewChange:
         prepared = keccak(b"".join(c.cert_hash() for c in self.prepared))
         return keccak(checkpoints + prepared)
 
+    @_memo
     def struct_hash(self) -> bytes:
         return struct_hash(
             "ViewChange", (self.new_view, self.stable_seq, self.state_digest, self.proof_hash())
@@ -414,6 +451,7 @@ class NewView:
 
     TYPE: ClassVar[str] = "NewView"
 
+    @_memo
     def struct_hash(self) -> bytes:
         vcs = keccak(b"".join(item_hash(v) for v in self.view_changes))
         pps = keccak(b"".join(item_hash(p) for p in self.pre_prepares))
@@ -449,6 +487,7 @@ class CommitProof:
         commits = keccak(b"".join(item_hash(c) for c in self.commits))
         return keccak(item_hash(self.pre_prepare) + prepares + commits)
 
+    @_memo
     def struct_hash(self) -> bytes:
         return struct_hash("CommitProof", (self.seq, self.view, self.proof_hash()))
 
@@ -464,6 +503,7 @@ class Fetch:
 
     TYPE: ClassVar[str] = "Fetch"
 
+    @_memo
     def struct_hash(self) -> bytes:
         return struct_hash("Fetch", (self.from_seq, self.to_seq))
 
@@ -596,9 +636,10 @@ def sign_struct(account: LocalAccount, domain: Domain, structhash: bytes) -> byt
 
 def sign(msg: SignedT, account: LocalAccount, domain: Domain) -> SignedT:
     """Return ``msg`` with its ``signature`` set by ``account``."""
-    from dataclasses import replace
-
-    return replace(msg, signature=sign_struct(account, domain, msg.struct_hash()))
+    sh = msg.struct_hash()
+    signed = replace(msg, signature=sign_struct(account, domain, sh))
+    signed.__dict__["_memo_struct_hash"] = sh  # the signature is not part of the struct
+    return signed
 
 
 def verify_signer(msg: Message, committee: Sequence[str], domain: Domain) -> None:
@@ -787,7 +828,9 @@ def _checkpoint(obj: object) -> Checkpoint:
 
 def _prepared_cert(obj: object) -> PreparedCert:
     r = _Reader(obj, None, {"prePrepare", "prepares"})
-    return PreparedCert(_pre_prepare(r.obj["prePrepare"]), tuple(map(_prepare, r.items("prepares"))))
+    return PreparedCert(
+        _pre_prepare(r.obj["prePrepare"]), tuple(map(_prepare, r.items("prepares")))
+    )
 
 
 def _view_change(obj: object) -> ViewChange:
@@ -854,8 +897,18 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _reject_constant(name: str) -> None:
-    raise ConsensusError(f"JSON constant {name} is not allowed")
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(rb"[\[\]{}]")
+MAX_DEPTH: Final = 16
+
+
+def _check_depth(data: bytes) -> None:
+    """Refuse deep nesting before json sees it (some CPython builds crash on it)."""
+    depth = 0
+    for b in _BRACKET.findall(_STRING.sub(b"", data)):
+        depth += 1 if b in (b"[", b"{") else -1
+        if depth > MAX_DEPTH:
+            raise ConsensusError(f"JSON nested deeper than {MAX_DEPTH}")
 
 
 def decode(data: bytes) -> Message:
@@ -867,13 +920,10 @@ def decode(data: bytes) -> Message:
         raise ConsensusError("encoded message must be bytes")
     if len(data) > MAX_MESSAGE_BYTES:
         raise ConsensusError(f"message larger than {MAX_MESSAGE_BYTES} bytes")
+    _check_depth(bytes(data))
     try:
-        obj = json.loads(
-            bytes(data).decode("ascii"),
-            object_pairs_hook=_no_duplicate_keys,
-            parse_constant=_reject_constant,
-            parse_float=lambda s: _reject_constant(s),
-        )
+        # floats, NaN and Infinity parse but fail the integer checks below
+        obj = json.loads(bytes(data).decode("ascii"), object_pairs_hook=_no_duplicate_keys)
     except ConsensusError:
         raise
     except (ValueError, RecursionError) as exc:

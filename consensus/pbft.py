@@ -22,19 +22,23 @@ Protocol summary (details and the safety argument are in ``docs/pbft.md``):
   needed (disputes are rare; pipelining buys nothing).
 * view change with prepared certificates, NEW-VIEW with ``n - f`` view-changes and the
   re-issued pre-prepares, exponential back-off of the view-change and request timers, and the
-  ``f + 1`` rule to join a view change that a correct replica started.
+  ``f + 1`` rule to join a view change that a correct replica started; the view-change timer
+  starts only once ``n - f`` view-changes for the new view are in (PBFT's rule against
+  replicas leap-frogging views on their own).
 * checkpoints every ``K`` executed sequence numbers, stable with ``n - f`` matching messages;
   the log below the low-water mark is garbage-collected and proposals are bounded by the high
   water mark ``h + L``.
 * recovery of lagging replicas: periodic retransmission of a replica's own messages while it
   has unfinished work; a replica that sees a retransmission for something it already executed
   answers with a :class:`~consensus.messages.CommitProof` (or its stable checkpoint proof), so
-  the lagging replica executes, or fast-forwards, without trusting any single peer.
+  the lagging replica executes, or fast-forwards, without trusting any single peer; after a
+  fast-forward it asks for the skipped decisions with :class:`~consensus.messages.Fetch`.
 * duplicates are ignored; two different signed messages from one sender for the same slot are
   recorded as :class:`Evidence` and the later one is ignored.
 
 Byzantine behaviours used by tests and experiments (:class:`SilentReplica`,
-:class:`LyingVoter`, :class:`EquivocatingPrimary`, :class:`RandomByzantine`) live at the end.
+:class:`LyingVoter`, :class:`EquivocatingPrimary`, :class:`DoubleVoter`,
+:class:`RandomByzantine`) live at the end.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeAlias
 
 from eth_account.signers.local import LocalAccount
-from eth_utils import keccak, to_checksum_address
+from eth_hash.auto import keccak
 
 from consensus.certificate import CommitCertificate
 from consensus.messages import (
@@ -60,11 +64,12 @@ from consensus.messages import (
     InstanceKey,
     Message,
     NewView,
-    PrePrepare,
     Prepare,
     PreparedCert,
+    PrePrepare,
     SignedT,
     ViewChange,
+    checksum_address,
     sign,
     verify_signer,
 )
@@ -308,7 +313,7 @@ class Replica:
         validate: Callable[[Instance], bool],
         config: ReplicaConfig | None = None,
     ) -> None:
-        members = tuple(str(to_checksum_address(a)) for a in committee)
+        members = tuple(checksum_address(a) for a in committee)
         if len(set(members)) != len(members) or not members:
             raise ConsensusError("committee must be non-empty without duplicates")
         if not 0 <= index < len(members):
@@ -345,7 +350,7 @@ class Replica:
         self._proofs: dict[int, _Proof] = {}
         self._checkpoints: dict[int, dict[int, Checkpoint]] = {}
         self._late: OrderedDict[tuple[Any, ...], None] = OrderedDict()
-        self._view_changes: dict[int, ViewChange] = {}
+        self._view_changes: dict[int, dict[int, ViewChange]] = {}  # view -> sender -> msg
         self._own_vc: ViewChange | None = None
         self._new_view: NewView | None = None
         self._catchup: dict[int, CommitProof] = {}
@@ -356,6 +361,7 @@ class Replica:
 
         self._pending: dict[InstanceKey, Instance] = {}
         self._verdicts: dict[InstanceKey, bool] = {}
+        self._tries: dict[InstanceKey, int] = {}  # view changes while the instance was in flight
         self._decided: OrderedDict[InstanceKey, _Decided] = OrderedDict()
 
         self._timers: dict[str, str] = {}
@@ -363,6 +369,7 @@ class Replica:
         self._dirty = False
         self._timer_gen = 0
         self._vc_attempts = 0
+        self._vc_backoff = self.config.view_change_timeout
         self._out: list[Action] = []
 
         self.evidence: list[Evidence] = []
@@ -422,9 +429,8 @@ class Replica:
         purpose = next((p for p, t in self._timers.items() if t == timer_id), None)
         if purpose is not None:
             del self._timers[purpose]
-            if purpose == "request" and self.active and self._pending:
-                self._start_view_change(self.view + 1)
-            elif purpose == "view_change" and not self.active:
+            stuck = purpose == "request" and self.active and bool(self._pending)
+            if stuck or (purpose == "view_change" and not self.active):
                 self._start_view_change(self.view + 1)
             elif purpose == "retransmit":
                 self._retransmit()
@@ -449,7 +455,8 @@ class Replica:
 
     def log_size(self) -> int:
         """Number of protocol messages held (bounded by n, K, L; not by history)."""
-        size = len(self.stable_proof) + len(self._view_changes) + len(self._catchup)
+        size = len(self.stable_proof) + len(self._catchup)
+        size += sum(len(b) for b in self._view_changes.values())
         for slot in self._slots.values():
             size += (slot.pre_prepare is not None) + len(slot.prepares) + len(slot.commit_msgs)
         size += sum(len(b) for b in self._commits.values())
@@ -516,7 +523,7 @@ class Replica:
             self._out.append(CancelTimer(tid))
 
     def _backoff(self, base: float) -> float:
-        return base * (2 ** min(self._vc_attempts, self.config.max_backoff_exponent))
+        return base * float(1 << min(self._vc_attempts, self.config.max_backoff_exponent))
 
     def _restart_request_timer(self) -> None:
         self._cancel_timer("request")
@@ -619,7 +626,10 @@ class Replica:
             return
         if any(q > self.last_executed and sl.pre_prepare for q, sl in self._slots.items()):
             return  # one dispute in flight
-        for key in self._pending:
+        # Least-tried first, then in order of arrival: a dispute the committee cannot agree on
+        # (honest re-executions differ) must not block the ones after it forever.
+        order = sorted(enumerate(self._pending), key=lambda e: (self._tries.get(e[1], 0), e[0]))
+        for _, key in order:
             if key in self._decided or key in self._slot_of:
                 continue
             verdict = self._verdict(key)
@@ -829,6 +839,7 @@ class Replica:
             self._decided.popitem(last=False)
         inst = self._pending.pop(key, None) or Instance.in_domain(self.domain, key)
         self._verdicts.pop(key, None)
+        self._tries.pop(key, None)
         self.stats["decided"] += 1
         self._out.append(Decide(inst, entry.faulty, entry.certificate, entry.seq))
 
@@ -838,9 +849,9 @@ class Replica:
         if m.seq == 0 or m.seq % self.K:
             raise ConsensusError("checkpoint at a sequence number that is not a multiple of K")
         if m.seq <= self.h:
-            # the sender is behind; answer its second copy (a retransmission) with our proof
-            if self._retransmitted(("checkpoint", m.sender, m.seq)):
-                self._send_stable_proof(m.sender)
+            # Never answer a checkpoint with anything: checkpoints are relayed inside stable
+            # proofs, so the signer is not necessarily who sent it (answering would amplify).
+            # A replica whose checkpoint does not become stable asks with FETCH instead.
             return
         prev = self._checkpoints.get(m.seq, {}).get(m.sender)
         if prev is not None:
@@ -913,6 +924,11 @@ class Replica:
         if new_view <= self.view:
             return
         self.stats["view_changes"] += 1
+        for s, slot in self._slots.items():
+            if s > self.last_executed and slot.pre_prepare is not None:
+                key = slot.pre_prepare.key
+                if key in self._pending:
+                    self._tries[key] = self._tries.get(key, 0) + 1
         self.view = new_view
         self.active = False
         self._new_view = None
@@ -927,11 +943,25 @@ class Replica:
             )
         )
         self._own_vc = vc
-        self._view_changes[self.index] = vc
+        for v in [v for v in self._view_changes if v < new_view]:
+            del self._view_changes[v]
+        self._view_changes.setdefault(new_view, {})[self.index] = vc
         self._broadcast(vc)
-        self._set_timer("view_change", self._backoff(self.config.view_change_timeout))
+        self._cancel_timer("view_change")
+        self._vc_backoff = self._backoff(self.config.view_change_timeout)
         self._vc_attempts += 1
+        self._maybe_start_view_change_timer()
         self._try_new_view()
+
+    def _maybe_start_view_change_timer(self) -> None:
+        """PBFT starts the new view's timer only once ``n - f`` view-changes for it are in:
+        a replica that is ahead of the others then waits for them instead of timing out
+        again and again on its own (leapfrogging views), while the ``f + 1`` rule pulls
+        laggards up."""
+        if self.active or "view_change" in self._timers:
+            return
+        if len(self._view_changes.get(self.view, {})) >= self.quorum:
+            self._set_timer("view_change", self._vc_backoff)
 
     def _valid_view_change(self, vc: ViewChange) -> bool:
         tag = vc.struct_hash() + vc.signature + vc.sender.to_bytes(4, "big")
@@ -991,8 +1021,8 @@ class Replica:
             raise ConsensusError("prepared certificate below quorum")
 
     def _on_view_change(self, m: ViewChange) -> None:
-        prev = self._view_changes.get(m.sender)
-        if prev is not None and prev.new_view == m.new_view:
+        prev = self._view_changes.get(m.new_view, {}).get(m.sender)
+        if prev is not None:
             if prev == m:
                 self.stats["duplicates"] += 1
                 self._help_view_change(m)
@@ -1007,23 +1037,31 @@ class Replica:
             if again or m.new_view < self.view or (self.active and self.is_primary):
                 self._help_view_change(m)
             return
-        if prev is not None and prev.new_view > m.new_view:
-            return
-        self._view_changes[m.sender] = m
-        higher = sorted(
-            (v.new_view for s, v in self._view_changes.items() if v.new_view > self.view),
-            reverse=True,
-        )
+        # keep each sender's few highest views (bounded memory against view spam)
+        views = sorted(v for v, b in self._view_changes.items() if m.sender in b)
+        if len(views) >= 4:
+            if views[0] > m.new_view:
+                return
+            del self._view_changes[views[0]][m.sender]
+        self._view_changes.setdefault(m.new_view, {})[m.sender] = m
+        # f + 1 rule: join the smallest view that f + 1 others have asked for, past ours
+        highest: dict[int, int] = {}
+        for v, bucket in self._view_changes.items():
+            for sender in bucket:
+                if sender != self.index and v > highest.get(sender, -1):
+                    highest[sender] = v
+        higher = sorted((v for v in highest.values() if v > self.view), reverse=True)
         if len(higher) >= self.weak:
             self._start_view_change(higher[self.weak - 1])
         if not self.active:
+            self._maybe_start_view_change_timer()
             self._try_new_view()
 
     def _try_new_view(self) -> None:
         if self.active or not self.is_primary:
             return
         vcs = sorted(
-            (v for v in self._view_changes.values() if v.new_view == self.view),
+            self._view_changes.get(self.view, {}).values(),
             key=lambda v: (v.sender != self.index, v.sender),
         )
         if len(vcs) < self.quorum:
@@ -1076,7 +1114,7 @@ class Replica:
         self._own_vc = None
         self.stats["new_views"] += 1
         self._cancel_timer("view_change")
-        self._view_changes = {s: v for s, v in self._view_changes.items() if v.new_view > nv.view}
+        self._view_changes = {v: b for v, b in self._view_changes.items() if v > nv.view}
         src = plan.stable_source
         if plan.min_seq > self.h:
             self._adopt_stable(plan.min_seq, src.state_digest, src.checkpoint_proof)
@@ -1157,16 +1195,22 @@ class Replica:
         if not self._gap:
             self._fetch = None
             return
-        lo, hi = min(self._gap), max(self._gap)
+        self._request(min(self._gap), max(self._gap))
+
+    def _request(self, lo: int, hi: int) -> None:
         if self._fetch is None or (self._fetch.from_seq, self._fetch.to_seq) != (lo, hi):
             self._fetch = self._sign(Fetch(lo, hi, self.index))
             self._fetch_tries = 0
         self._broadcast(self._fetch)
 
     def _on_fetch(self, m: Fetch) -> None:
+        """Answer with our stable checkpoint proof (if it covers ``from_seq``) and the commit
+        proofs we hold in the range. Answers are never answered, so nothing amplifies."""
         if m.to_seq < m.from_seq:
             raise ConsensusError("empty fetch range")
         self._verify(m)
+        if self.h >= m.from_seq:
+            self._send_stable_proof(m.sender)
         hi = min(m.to_seq, self.last_executed, m.from_seq + self.config.catchup_limit - 1)
         for seq in range(m.from_seq, hi + 1):
             proof = self._proof_at(seq)
@@ -1240,6 +1284,9 @@ class Replica:
                 self._fetch = None
             else:
                 self._request_gap()
+        elif unstable:
+            c = max(unstable)
+            self._request(c, c)  # ask for someone's stable proof at (or past) our checkpoint
 
 
 # --------------------------------------------------------------------------------------------
@@ -1303,9 +1350,7 @@ class LyingVoter(_Byzantine):
             self._lied.add((received.view, received.seq))
             pp = received
             out.append(Broadcast(self._resign(Prepare(*_slot_args(pp), not pp.faulty, self.index))))
-            out.append(
-                Broadcast(self._resign(Commit(*pp.key, not pp.faulty, pp.view, self.index)))
-            )
+            out.append(Broadcast(self._resign(Commit(*pp.key, not pp.faulty, pp.view, self.index))))
         for a in actions:
             if isinstance(a, Broadcast) and isinstance(a.msg, (PrePrepare, Prepare, Commit)):
                 if isinstance(a.msg, (Prepare, Commit)) and self._already_lied(a.msg):
@@ -1334,12 +1379,14 @@ class EquivocatingPrimary(_Byzantine):
         others = self._others()
         half = set(others[: len(others) // 2])
         for a in actions:
-            if isinstance(a, Broadcast) and isinstance(a.msg, (PrePrepare, Prepare, Commit)):
-                if self.primary(a.msg.view) == self.index:
-                    flipped = self._resign(_flip(a.msg))
-                    for i in others:
-                        out.append(Send(i, flipped if i in half else a.msg))
-                    continue
+            if (
+                isinstance(a, Broadcast)
+                and isinstance(a.msg, (PrePrepare, Prepare, Commit))
+                and self.primary(a.msg.view) == self.index
+            ):
+                flipped = self._resign(_flip(a.msg))
+                out.extend(Send(i, flipped if i in half else a.msg) for i in others)
+                continue
             out.append(a)
         return out
 
@@ -1377,7 +1424,9 @@ class RandomByzantine(_Byzantine):
                     out.append(replace(a, msg=self._resign(_flip(msg))))
                     continue
             elif isinstance(msg, NewView) and msg.pre_prepares and roll < 0.5:
-                forged = tuple(self._resign(_flip(p)) for p in msg.pre_prepares)
+                forged = tuple(
+                    self._resign(replace(p, faulty=not p.faulty)) for p in msg.pre_prepares
+                )
                 out.append(replace(a, msg=self._resign(replace(msg, pre_prepares=forged))))
                 continue
             elif roll < 0.1:
@@ -1387,35 +1436,45 @@ class RandomByzantine(_Byzantine):
 
 
 class DoubleVoter(_Byzantine):
-    """Signs both verdicts for every proposal it sees (prepare and commit) and sends both to
-    everyone; as primary it proposes both. The strongest vote-splitting adversary: with more
-    than ``f`` of these, conflicting certificates become possible."""
+    """Split-brain colluder: shows the even-indexed members a world where every proposal is
+    "faulty" and the odd-indexed ones a world where it is "not faulty" (pre-prepares when
+    primary, prepares and commits always, each world self-consistent, so keeping the first
+    message per slot does not help). All such members use the same split, so ``f + 1`` of them
+    can drive correct members whose own verdicts differ into conflicting decisions; ``f``
+    cannot."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._voted: set[tuple[int, int]] = set()
 
+    def _world(
+        self, msg: PrePrepare | Prepare | Commit, faulty: bool
+    ) -> PrePrepare | Prepare | Commit:
+        if isinstance(msg, PrePrepare):
+            return self._resign(replace(msg, faulty=faulty))
+        if isinstance(msg, Prepare):
+            return self._resign(replace(msg, faulty=faulty))
+        return self._resign(replace(msg, faulty=faulty))
+
+    def _split(self, msg: PrePrepare | Prepare | Commit) -> list[Action]:
+        even, odd = self._world(msg, True), self._world(msg, False)
+        return [Send(i, even if i % 2 == 0 else odd) for i in self._others()]
+
     def _tamper(self, actions: list[Action], received: Message | None = None) -> list[Action]:
         out: list[Action] = []
         if isinstance(received, PrePrepare) and (received.view, received.seq) not in self._voted:
             self._voted.add((received.view, received.seq))
-            for verdict in (False, True):
-                pp = received
-                out.append(Broadcast(self._resign(Prepare(*_slot_args(pp), verdict, self.index))))
-                out.append(Broadcast(self._resign(Commit(*pp.key, verdict, pp.view, self.index))))
+            pp = received
+            out += self._split(Prepare(*_slot_args(pp), pp.faulty, self.index))
+            out += self._split(Commit(*pp.key, pp.faulty, pp.view, self.index))
         for a in actions:
             if isinstance(a, Broadcast) and isinstance(a.msg, PrePrepare):
-                others = self._others()
-                flipped = self._resign(_flip(a.msg))
-                for k, i in enumerate(others):
-                    out.append(Send(i, a.msg if k % 2 else flipped))
-                self._voted.add((a.msg.view, a.msg.seq))
-                for verdict in (False, True):
-                    pp = a.msg
-                    p = Prepare(*_slot_args(pp), verdict, self.index)
-                    out.append(Broadcast(self._resign(p)))
-                    c = Commit(*pp.key, verdict, pp.view, self.index)
-                    out.append(Broadcast(self._resign(c)))
+                pp = a.msg
+                out += self._split(pp)
+                if (pp.view, pp.seq) not in self._voted:
+                    self._voted.add((pp.view, pp.seq))
+                    out += self._split(Prepare(*_slot_args(pp), pp.faulty, self.index))
+                    out += self._split(Commit(*pp.key, pp.faulty, pp.view, self.index))
             elif isinstance(a, Broadcast) and isinstance(a.msg, (Prepare, Commit)):
                 continue
             else:
