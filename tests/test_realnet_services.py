@@ -281,7 +281,7 @@ class _StandIn(http.server.BaseHTTPRequestHandler):
     seen: list[dict[str, str]] = []  # noqa: RUF012 - per-class test state
 
     def log_message(self, *args: Any) -> None:
-        pass
+        """Silence the default per-request log line."""
 
     def do_POST(self) -> None:
         query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
