@@ -41,6 +41,7 @@ from web3.types import RPCEndpoint
 from fedchain.errors import ChainError, ContractRevert
 
 __all__ = [
+    "CONNECT_BALANCE_WEI",
     "DEFAULT_BALANCE_WEI",
     "Chain",
     "GasLedger",
@@ -53,7 +54,10 @@ __all__ = [
 ]
 
 #: Balance given to every derived account (1000 ether).
-DEFAULT_BALANCE_WEI = 10 * 10**18  # stakes and bonds are at most ~1 ether
+DEFAULT_BALANCE_WEI = 1000 * 10**18  # embedded chain: genesis balances cost nothing
+#: What ``Chain.connect`` tops accounts up to from the funding key: stakes and bonds are at
+#: most ~1 ether, so a shared node is not drained by a few runs.
+CONNECT_BALANCE_WEI = 10 * 10**18
 
 _ZERO_ADDRESS = "0x0000000000000000000000000000000000000000"
 _ERROR_STRING_SELECTOR = bytes.fromhex("08c379a0")  # Error(string)
@@ -417,7 +421,7 @@ class Chain:
         num_accounts: int = 10,
         seed: int = 0,
         *,
-        balance_wei: int = DEFAULT_BALANCE_WEI,
+        balance_wei: int = CONNECT_BALANCE_WEI,
         timeout: float = 30.0,
     ) -> Chain:
         """Connect to an HTTP(S) JSON-RPC node (e.g. anvil at http://127.0.0.1:8545).
