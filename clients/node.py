@@ -60,6 +60,7 @@ class ClientNode:
         clock: PhaseClock | None = None,
         delta_hook: DeltaHook | None = None,
         payload_hook: PayloadHook | None = None,
+        ready: Callable[[int], bool] | None = None,
     ) -> None:
         self.name = name
         self.account = account
@@ -74,6 +75,7 @@ class ClientNode:
         self.clock = clock or PhaseClock()
         self.delta_hook = delta_hook
         self.payload_hook = payload_hook
+        self.ready = ready
         self._submitted: set[int] = set()
 
     def already_submitted(self, round_: int) -> bool:
@@ -97,6 +99,8 @@ class ClientNode:
             return []
         if task.phase(round_) != Phase.COLLECTING or self.already_submitted(round_):
             return []
+        if self.ready is not None and not self.ready(round_):
+            return []  # e.g. an omniscient attacker waiting to see the honest updates
         return [self.submit_round(round_)]
 
     def submit_round(self, round_: int) -> ClientEvent:

@@ -22,6 +22,7 @@ import numpy as np
 from aggregators.behaviours import HONEST, Behaviour
 from aggregators.node import AggregatorEvent, AggregatorNode, NodeCrashed
 from aggregators.registry import make_rule, rule_id
+from clients.attacks import CLIENT_ATTACKS
 from clients.data import Dataset, load_dataset, partition
 from clients.models import build_model, get_params, param_spec, set_params
 from clients.node import ClientNode
@@ -34,10 +35,16 @@ from fedchain.chain import Chain
 from fedchain.cid import cid_from_digest, sha256_digest
 from fedchain.config import ROTATIONS, WEI_PER_ETH, DemoConfig
 from fedchain.contract import Phase, TaskConfig, TaskContract
-from fedchain.errors import ConfigError
+from fedchain.errors import ConfigError, FedchainError
 from fedchain.fixedpoint import INT32_MAX, NumericFormat, dequantise, quantise
 from fedchain.metrics import PhaseClock, Progress
-from fedchain.payloads import GlobalState, ModelLayout, decode_global_state, encode_global_state
+from fedchain.payloads import (
+    GlobalState,
+    ModelLayout,
+    decode_global_state,
+    decode_update,
+    encode_global_state,
+)
 from fedchain.scenario import Scenario, client_attack_hooks
 from fedchain.storage import ContentStore, LocalStore, get_by_digest, open_store
 from fedchain.task import TaskManifest
@@ -241,10 +248,15 @@ class Demo:
         data = self.train_data.subset(self.parts[index])
         delta_hook = payload_hook = None
         attack = self.scenario.clients.get(index)
+        ready = None
         if attack is not None:
             data, delta_hook, payload_hook = client_attack_hooks(
-                attack, data, self.layout, seed=cfg.seed * 1000 + index
+                attack, data, self.layout, seed=cfg.seed * 1000 + index, observe=self._observe
             )
+            if attack.attack in CLIENT_ATTACKS and CLIENT_ATTACKS[attack.attack].kind == (
+                "omniscient"
+            ):
+                ready = self._others_registered
         return ClientNode(
             f"client-{index}",
             self.client_accounts[index],
@@ -260,7 +272,31 @@ class Demo:
             clock=self.clock,
             delta_hook=delta_hook,
             payload_hook=payload_hook,
+            ready=ready,
         )
+
+    def _omniscient_count(self) -> int:
+        return sum(
+            1
+            for a in self.scenario.clients.values()
+            if a.attack in CLIENT_ATTACKS and CLIENT_ATTACKS[a.attack].kind == "omniscient"
+        )
+
+    def _others_registered(self, round_: int) -> bool:
+        """An omniscient attacker registers once every non-omniscient client has."""
+        return self.task.update_count(round_) >= self.cfg.clients - self._omniscient_count()
+
+    def _observe(self, round_: int) -> list[np.ndarray]:
+        """The round's registered updates as real-valued flat deltas (public information)."""
+        fmt = self.manifest.numeric
+        out = []
+        for u in self.task.updates(round_):
+            try:
+                q = decode_update(self.layout, fmt, round_, get_by_digest(self.store, u.digest))
+            except FedchainError:
+                continue
+            out.append(dequantise(q, fmt.frac_bits))
+        return out
 
     # -- the round loop ----------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import inspect
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -258,9 +258,19 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def client_attack_hooks(
-    attack: ClientBehaviour, data: Dataset, layout: ModelLayout, seed: int
+    attack: ClientBehaviour,
+    data: Dataset,
+    layout: ModelLayout,
+    seed: int,
+    observe: Callable[[int], list[np.ndarray]] | None = None,
 ) -> tuple[Dataset, DeltaHook | None, PayloadHook | None]:
-    """Turn a client behaviour into (poisoned data, delta hook, payload hook) for a node."""
+    """Turn a client behaviour into (poisoned data, delta hook, payload hook) for a node.
+
+    Omniscient attacks (ALIE, inner-product manipulation) craft their update from the honest
+    updates already registered for the round: ``observe(round)`` returns them as real-valued
+    flat deltas, read from the chain and content storage like any peer could (updates are
+    public). The runner makes such attackers register last.
+    """
     from clients import malformed
     from clients.attacks import CLIENT_ATTACKS, apply_attack
 
@@ -286,11 +296,20 @@ def client_attack_hooks(
         assert isinstance(poisoned, Dataset)
         return poisoned, None, None
     if spec.kind == "omniscient":
-        raise ConfigError(
-            f"client attack {attack.attack!r} needs the honest clients' updates; scenario runs "
-            "do not give clients that view yet (use sign_flip, scale, gaussian_noise, label_flip "
-            "or a malformed payload)"
-        )
+        if observe is None:
+            raise ConfigError(f"client attack {attack.attack!r} needs a view of the round")
+        see = observe
+
+        def omniscient_hook(round_: int, delta: np.ndarray) -> np.ndarray:
+            honest = see(round_) if attack.active(round_) else []
+            if not honest:  # nothing to imitate yet: behave honestly
+                return delta
+            named = [layout.unflatten(h.astype(np.float32)) for h in honest]
+            out = apply_attack(attack.attack, honest_deltas=named, **params)
+            assert isinstance(out, dict)
+            return layout.flatten(out).astype(np.float64)
+
+        return data, omniscient_hook, None
     if "seed" in inspect.signature(spec.fn).parameters and "seed" not in params:
         params["seed"] = seed
 

@@ -115,3 +115,29 @@ def test_cli_run_checks_expectations(tmp_path, capsys) -> None:
         .replace('outcome = "safe"', 'outcome = "liveness-lost"')
     )
     assert main(["run", str(bad), "--out", str(tmp_path), "--quiet"]) == 1
+
+
+def test_omniscient_client_registers_last_and_sends_minus_epsilon_mean(tmp_path) -> None:
+    import numpy as np
+
+    from fedchain.fixedpoint import dequantise
+    from fedchain.payloads import decode_update
+    from fedchain.runner import Demo
+    from fedchain.storage import get_by_digest
+
+    scenario = load_scenario(SCENARIOS / "clients-ipm-krum.toml")
+    scenario.config.out = str(tmp_path)
+    scenario.config.rounds = 1
+    demo = Demo(scenario.config, scenario=scenario)
+    summary = demo.run().summary
+    assert summary["all_rounds_finalized"]
+    updates = demo.task.updates(1)
+    attacker = demo.client_accounts[4].address
+    assert updates[-1].client == attacker  # it waited for the honest updates
+    fmt, layout = demo.manifest.numeric, demo.layout
+    deltas = [
+        dequantise(decode_update(layout, fmt, 1, get_by_digest(demo.store, u.digest)), 16)
+        for u in updates
+    ]
+    expected = -2.0 * np.mean(deltas[:-1], axis=0)
+    assert np.abs(deltas[-1] - np.clip(expected, -fmt.clip, fmt.clip)).max() <= 2.0**-15
