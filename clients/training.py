@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -143,32 +143,33 @@ def params_digest(params: Mapping[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
-def compute_delta(local: Mapping[str, np.ndarray], global_: Mapping[str, np.ndarray]) -> Params:
-    """Elementwise float32 difference ``local - global`` per tensor (the client's update)."""
-    if set(local) != set(global_):
-        raise ConfigError("local and global parameters have different tensor names")
+def _elementwise(
+    left: Mapping[str, np.ndarray],
+    right: Mapping[str, np.ndarray],
+    op: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    what: str,
+) -> Params:
+    """``op(left[name], right[name])`` in float32 for every tensor, names and shapes checked."""
+    if set(left) != set(right):
+        raise ConfigError(f"{what} have different tensor names")
     out: Params = {}
-    for name, arr in local.items():
+    for name, arr in left.items():
         a = np.asarray(arr, dtype=np.float32)
-        b = np.asarray(global_[name], dtype=np.float32)
+        b = np.asarray(right[name], dtype=np.float32)
         if a.shape != b.shape:
             raise ConfigError(f"tensor {name!r}: shape {a.shape} differs from {b.shape}")
-        out[name] = a - b
+        out[name] = op(a, b)
     return out
+
+
+def compute_delta(local: Mapping[str, np.ndarray], global_: Mapping[str, np.ndarray]) -> Params:
+    """Elementwise float32 difference ``local - global`` per tensor (the client's update)."""
+    return _elementwise(local, global_, np.subtract, "local and global parameters")
 
 
 def apply_delta(global_: Mapping[str, np.ndarray], delta: Mapping[str, np.ndarray]) -> Params:
     """Elementwise float32 sum ``global + delta`` per tensor (inverse of :func:`compute_delta`)."""
-    if set(delta) != set(global_):
-        raise ConfigError("delta and global parameters have different tensor names")
-    out: Params = {}
-    for name, arr in global_.items():
-        a = np.asarray(arr, dtype=np.float32)
-        d = np.asarray(delta[name], dtype=np.float32)
-        if a.shape != d.shape:
-            raise ConfigError(f"tensor {name!r}: shape {d.shape} differs from {a.shape}")
-        out[name] = a + d
-    return out
+    return _elementwise(global_, delta, np.add, "delta and global parameters")
 
 
 def _tensors(data: Dataset) -> tuple[torch.Tensor, torch.Tensor]:

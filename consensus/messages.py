@@ -286,8 +286,8 @@ def _memo(method: Callable[[Any], _R]) -> Callable[[Any], _R]:
 
 
 @dataclass(frozen=True)
-class PrePrepare:
-    """Primary of ``view`` proposes verdict ``faulty`` for the dispute at sequence ``seq``."""
+class _SlotVote:
+    """Fields and hashing shared by the two per-slot messages (pre-prepare and prepare)."""
 
     view: int
     seq: int
@@ -298,7 +298,7 @@ class PrePrepare:
     sender: int
     signature: bytes = b""
 
-    TYPE: ClassVar[str] = "PrePrepare"
+    TYPE: ClassVar[str] = ""
 
     @property
     def key(self) -> InstanceKey:
@@ -311,40 +311,23 @@ class PrePrepare:
     @_memo
     def struct_hash(self) -> bytes:
         return struct_hash(
-            "PrePrepare",
+            self.TYPE,
             (self.view, self.seq, self.round, self.attempt, self.aggregate_digest, self.faulty),
         )
 
 
 @dataclass(frozen=True)
-class Prepare:
+class PrePrepare(_SlotVote):
+    """Primary of ``view`` proposes verdict ``faulty`` for the dispute at sequence ``seq``."""
+
+    TYPE: ClassVar[str] = "PrePrepare"
+
+
+@dataclass(frozen=True)
+class Prepare(_SlotVote):
     """A replica accepts the pre-prepare for ``(view, seq)`` with this verdict."""
 
-    view: int
-    seq: int
-    round: int
-    attempt: int
-    aggregate_digest: bytes
-    faulty: bool
-    sender: int
-    signature: bytes = b""
-
     TYPE: ClassVar[str] = "Prepare"
-
-    @property
-    def key(self) -> InstanceKey:
-        return (self.round, self.attempt, self.aggregate_digest)
-
-    @property
-    def content(self) -> tuple[int, int, InstanceKey, bool]:
-        return (self.view, self.seq, self.key, self.faulty)
-
-    @_memo
-    def struct_hash(self) -> bytes:
-        return struct_hash(
-            "Prepare",
-            (self.view, self.seq, self.round, self.attempt, self.aggregate_digest, self.faulty),
-        )
 
 
 @dataclass(frozen=True)

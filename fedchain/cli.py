@@ -31,6 +31,16 @@ def _rule_param(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
+def _add_backend_option(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    p.add_argument(
+        "--backend",
+        choices=["embedded", "real"],
+        default="embedded",
+        help="embedded: in-process chain and on-disk store (default); real: start a local "
+        "anvil and IPFS daemon for this command (needs scripts/install_tools.sh)",
+    )
+
+
 def _add_demo_options(p: argparse.ArgumentParser) -> None:
     from fedchain.runner import DemoConfig
 
@@ -151,13 +161,7 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
         help="how the contract picks each round's aggregator (%(default)s)",
     )
     g = p.add_argument_group("backends and output")
-    g.add_argument(
-        "--backend",
-        choices=["embedded", "real"],
-        default="embedded",
-        help="embedded: in-process chain and on-disk store (default); real: start a local "
-        "anvil and IPFS daemon for this command (needs scripts/install_tools.sh)",
-    )
+    _add_backend_option(g)
     g.add_argument(
         "--rpc-url",
         default=None,
@@ -463,12 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default="runs", help="parent directory of run directories")
     run.add_argument("--seed", type=int, default=None, help="override every scenario's seed")
     run.add_argument("--quiet", action="store_true", help="no progress output")
-    run.add_argument(
-        "--backend",
-        choices=["embedded", "real"],
-        default="embedded",
-        help="real: run on a local anvil and IPFS daemon started for this command",
-    )
+    _add_backend_option(run)
     run.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     run.set_defaults(func=cmd_run)
     tn = sub.add_parser(

@@ -29,7 +29,7 @@ from fedchain.cid import cid_from_digest
 from fedchain.config import DemoConfig
 from fedchain.contract import Phase, TaskContract
 from fedchain.errors import ChainError, ContractRevert, FedchainError, StorageError
-from fedchain.storage import ContentStore, IpfsStore, LocalStore
+from fedchain.storage import open_store
 from fedchain.task import TaskManifest
 
 
@@ -38,12 +38,6 @@ def log(name: str, action: str, **detail: Any) -> None:
     record = {"t": round(time.time(), 3), "node": name, "action": action, **detail}
     sys.stdout.write(json.dumps(record, default=str) + "\n")
     sys.stdout.flush()
-
-
-def open_backend_store(spec: dict[str, Any]) -> ContentStore:
-    if spec.get("ipfs_api"):
-        return IpfsStore(spec["ipfs_api"])
-    return LocalStore(spec["store_dir"])
 
 
 class NodeProcess:
@@ -62,7 +56,9 @@ class NodeProcess:
         self.chain = Chain(w3, [account], poll_latency=0.02)
         self.account = account
         self.task = TaskContract.at(self.chain, spec["task"])
-        self.store = open_backend_store(spec)
+        self.store = open_store(
+            "ipfs:" + spec["ipfs_api"] if spec.get("ipfs_api") else spec["store_dir"]
+        )
         digest = self.task.config().rule_params_hash
         self.manifest = TaskManifest.from_bytes(self.store.get(cid_from_digest(digest)))
         self.node: Any

@@ -22,7 +22,6 @@ import numpy as np
 from aggregators.behaviours import HONEST, Behaviour
 from aggregators.node import AggregatorEvent, AggregatorNode, NodeCrashed
 from aggregators.registry import make_rule, rule_id
-from clients.attacks import CLIENT_ATTACKS
 from clients.data import Dataset, load_dataset, partition
 from clients.models import build_model, get_params, param_spec, set_params
 from clients.node import ClientNode
@@ -253,9 +252,7 @@ class Demo:
             data, delta_hook, payload_hook = client_attack_hooks(
                 attack, data, self.layout, seed=cfg.seed * 1000 + index, observe=self._observe
             )
-            if attack.attack in CLIENT_ATTACKS and CLIENT_ATTACKS[attack.attack].kind == (
-                "omniscient"
-            ):
+            if attack.omniscient:
                 ready = self._others_registered
         return ClientNode(
             f"client-{index}",
@@ -276,11 +273,7 @@ class Demo:
         )
 
     def _omniscient_count(self) -> int:
-        return sum(
-            1
-            for a in self.scenario.clients.values()
-            if a.attack in CLIENT_ATTACKS and CLIENT_ATTACKS[a.attack].kind == "omniscient"
-        )
+        return sum(1 for a in self.scenario.clients.values() if a.omniscient)
 
     def _others_registered(self, round_: int) -> bool:
         """An omniscient attacker registers once every non-omniscient client has."""
@@ -322,7 +315,6 @@ class Demo:
                 for node in self.clients:
                     p.status(f"round {round_}/{cfg.rounds}: {node.name} training")
                     acted |= bool(node.step())
-                self._note_chosen(round_)
                 acted |= self._step_aggregators(round_)
                 acted |= self._handle_dispute(round_)
                 acted |= self._restart_crashed()

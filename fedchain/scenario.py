@@ -76,6 +76,14 @@ class ClientBehaviour:
     def active(self, round_: int) -> bool:
         return self.rounds is None or round_ in self.rounds
 
+    @property
+    def omniscient(self) -> bool:
+        """True for attacks crafted from the round's honest updates (ALIE, IPM)."""
+        from clients.attacks import CLIENT_ATTACKS
+
+        spec = CLIENT_ATTACKS.get(self.attack)
+        return spec is not None and spec.kind == "omniscient"
+
 
 @dataclass(frozen=True)
 class PbftNetConfig:

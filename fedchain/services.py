@@ -240,11 +240,8 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def _terminate_group(
-    pgid: int, timeout: float, proc: subprocess.Popen[bytes] | None = None
-) -> None:
-    """SIGTERM process group ``pgid``, then SIGKILL it if still alive after ``timeout`` s."""
-    _signal_group(pgid, signal.SIGTERM)
+def _wait_group_gone(pgid: int, timeout: float, proc: subprocess.Popen[bytes] | None) -> bool:
+    """Wait up to ``timeout`` s for group ``pgid`` to die (reaping ``proc`` if it is ours)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None:
@@ -253,18 +250,20 @@ def _terminate_group(
         else:
             time.sleep(0.05)
         if not _group_alive(pgid):
-            return
+            return True
+    return False
+
+
+def _terminate_group(
+    pgid: int, timeout: float, proc: subprocess.Popen[bytes] | None = None
+) -> None:
+    """SIGTERM process group ``pgid``, then SIGKILL it if still alive after ``timeout`` s."""
+    _signal_group(pgid, signal.SIGTERM)
+    if _wait_group_gone(pgid, timeout, proc):
+        return
     _signal_group(pgid, signal.SIGKILL)
-    deadline = time.monotonic() + 5.0
-    while time.monotonic() < deadline:
-        if proc is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=0.05)
-        else:
-            time.sleep(0.05)
-        if not _group_alive(pgid):
-            return
-    raise ServiceError(f"process group {pgid} survived SIGKILL")
+    if not _wait_group_gone(pgid, 5.0, proc):
+        raise ServiceError(f"process group {pgid} survived SIGKILL")
 
 
 def stop_pidfile(path: str | os.PathLike[str], timeout: float = 10.0) -> bool:

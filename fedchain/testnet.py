@@ -25,6 +25,7 @@ from typing import Any
 
 from fedchain.config import DemoConfig
 from fedchain.errors import ConfigError, FedchainError
+from fedchain.services import is_running
 
 SPEC_FILE = "testnet.json"
 
@@ -43,21 +44,6 @@ def load_spec(directory: str | Path) -> dict[str, Any]:
 
 def _pid_file(directory: Path, name: str) -> Path:
     return directory / "pids" / f"{name}.pid"
-
-
-def is_running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (exited, not yet reaped by its parent) counts as stopped.
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split()[2] != "Z"
-    except OSError:
-        return True
 
 
 def node_pid(directory: Path, name: str) -> int | None:
