@@ -8,10 +8,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 PYTEST_ARGS ?=
-# The pure cores are type-checked strictly (rules, codec, payloads, PBFT, client ML).
-MYPY_TARGETS := fedchain/services.py fedchain/chain.py fedchain/contract.py fedchain/compile.py fedchain/codec.py fedchain/cid.py fedchain/fixedpoint.py fedchain/payloads.py \
-	fedchain/task.py fedchain/storage.py aggregators consensus clients/data.py \
-	clients/models.py clients/training.py clients/attacks.py
+# Every package is type-checked strictly.
+MYPY_TARGETS := protocol adapters aggregators consensus clients fedchain
 
 .PHONY: setup setup-python setup-node demo test lint typecheck pytest compile compile-check clean
 
@@ -33,12 +31,13 @@ setup-node:
 demo: setup-python
 	$(VENV)/bin/fedchain demo $(ARGS)
 
-## Lint, format check, type check, then the whole test suite.
+## Lint, format check, layer check (import-linter), type check, then the whole test suite.
 test: setup lint typecheck pytest
 
 lint: setup-python
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: setup-python
 	$(VENV)/bin/mypy $(MYPY_TARGETS)
@@ -48,10 +47,10 @@ pytest: setup
 
 ## Recompile contracts/*.sol into contracts/build (needs node_modules).
 compile: setup
-	$(PY) -m fedchain.compile
+	$(PY) -m adapters.compile
 
 compile-check: setup
-	$(PY) -m fedchain.compile --check
+	$(PY) -m adapters.compile --check
 
 clean:
 	rm -rf runs .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from fedchain.errors import FedchainError, RuleParameterError
+from protocol.errors import FedchainError, RuleParameterError
 
 __all__ = [
     "INT32_MAX",

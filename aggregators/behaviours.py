@@ -23,10 +23,10 @@ import numpy as np
 
 from aggregators.execution import RoundResult, execute_round
 from aggregators.registry import make_rule
-from fedchain.errors import ConfigError
-from fedchain.fixedpoint import INT32_MAX, quantise
-from fedchain.payloads import GlobalState, decode_global_state, encode_global_state, encode_update
-from fedchain.task import TaskManifest
+from protocol.errors import ConfigError
+from protocol.fixedpoint import INT32_MAX, quantise
+from protocol.manifest import TaskManifest
+from protocol.payloads import GlobalState, decode_global_state, encode_global_state, encode_update
 
 
 @dataclass(frozen=True)

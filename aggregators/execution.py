@@ -17,10 +17,10 @@ import numpy as np
 
 from aggregators.base import AggregationInput, AggregationRule
 from aggregators.registry import make_rule
-from fedchain.cid import sha256_digest
-from fedchain.errors import CodecError, RuleParameterError
-from fedchain.payloads import GlobalState, decode_global_state, decode_update, encode_global_state
-from fedchain.task import TaskManifest
+from protocol.cid import sha256_digest
+from protocol.errors import CodecError, RuleParameterError
+from protocol.manifest import TaskManifest
+from protocol.payloads import GlobalState, decode_global_state, decode_update, encode_global_state
 
 UNAVAILABLE = "payload unavailable"
 

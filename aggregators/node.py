@@ -27,15 +27,15 @@ from typing import Any
 
 from eth_account.signers.local import LocalAccount
 
+from adapters.chain import Chain
+from adapters.contract import Phase, RoundInfo, TaskContract
+from adapters.storage import ContentStore
 from aggregators.behaviours import HONEST, Behaviour, RoundContext
 from aggregators.execution import RoundResult, execute_round, rule_for
-from fedchain.chain import Chain
-from fedchain.cid import cid_from_digest, sha256_digest
-from fedchain.contract import Phase, RoundInfo, TaskContract
-from fedchain.errors import ContractRevert, FedchainError, StorageError
-from fedchain.metrics import PhaseClock
-from fedchain.storage import ContentStore
-from fedchain.task import TaskManifest
+from protocol.cid import cid_from_digest, sha256_digest
+from protocol.errors import ContractRevert, FedchainError, StorageError
+from protocol.manifest import TaskManifest
+from protocol.metrics import PhaseClock
 
 
 class NodeCrashed(FedchainError):

@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable, Mapping
 
 from aggregators.base import AggregationRule, ParamValue
-from fedchain.errors import RuleParameterError
+from protocol.errors import RuleParameterError
 
 __all__ = [
     "available_rules",

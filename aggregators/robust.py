@@ -35,7 +35,7 @@ from aggregators.intmath import (
     to_int32_range,
 )
 from aggregators.registry import register_rule
-from fedchain.errors import RuleParameterError
+from protocol.errors import RuleParameterError
 
 __all__ = [
     "Bulyan",

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from clients.data import Dataset
-from fedchain.errors import ConfigError
+from protocol.errors import ConfigError
 
 __all__ = [
     "CLIENT_ATTACKS",

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from fedchain.errors import ConfigError
+from protocol.errors import ConfigError
 
 __all__ = [
     "DATASETS",

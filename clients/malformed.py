@@ -11,8 +11,8 @@ import struct
 
 import numpy as np
 
-from fedchain.codec import MAGIC, encode_tensors
-from fedchain.payloads import DELTA_PREFIX, ROUND_KEY, ModelLayout, encode_update
+from protocol.codec import MAGIC, encode_tensors
+from protocol.payloads import DELTA_PREFIX, ROUND_KEY, ModelLayout, encode_update
 
 
 def nan_payload(layout: ModelLayout, round_: int) -> bytes:
@@ -32,7 +32,7 @@ def nan_payload(layout: ModelLayout, round_: int) -> bytes:
 
 def wrong_shape_payload(layout: ModelLayout, round_: int) -> bytes:
     """Delta tensors flattened to one dimension (right size, wrong shape)."""
-    tensors = {ROUND_KEY: np.array([round_], np.int64)}
+    tensors: dict[str, np.ndarray] = {ROUND_KEY: np.array([round_], np.int64)}
     for name, shape in layout.params:
         tensors[DELTA_PREFIX + name] = np.zeros(int(np.prod(shape)) + 1, np.int32)
     return encode_tensors(tensors)
@@ -40,7 +40,10 @@ def wrong_shape_payload(layout: ModelLayout, round_: int) -> bytes:
 
 def oversized_payload(layout: ModelLayout, round_: int, delta_q: np.ndarray) -> bytes:
     """A valid update padded with an extra 4 MiB tensor."""
-    tensors = {ROUND_KEY: np.array([round_], np.int64), "padding": np.zeros(1 << 22, np.uint8)}
+    tensors: dict[str, np.ndarray] = {
+        ROUND_KEY: np.array([round_], np.int64),
+        "padding": np.zeros(1 << 22, np.uint8),
+    }
     tensors.update(layout.unflatten(delta_q.astype(np.int32), DELTA_PREFIX))
     return encode_tensors(tensors)
 

@@ -18,7 +18,7 @@ import numpy.typing as npt
 import torch
 from torch import nn
 
-from fedchain.errors import ConfigError
+from protocol.errors import ConfigError
 
 __all__ = [
     "CNN",

@@ -17,15 +17,15 @@ import numpy as np
 from eth_account.signers.local import LocalAccount
 from torch import nn
 
+from adapters.contract import Phase, TaskContract
+from adapters.storage import ContentStore, get_by_digest
 from clients.data import Dataset
 from clients.training import TrainConfig, derive_seed, train_local
-from fedchain.cid import sha256_digest
-from fedchain.contract import Phase, TaskContract
-from fedchain.fixedpoint import dequantise, quantise
-from fedchain.metrics import PhaseClock
-from fedchain.payloads import decode_global_state, encode_update
-from fedchain.storage import ContentStore, get_by_digest
-from fedchain.task import TaskManifest
+from protocol.cid import sha256_digest
+from protocol.fixedpoint import dequantise, quantise
+from protocol.manifest import TaskManifest
+from protocol.metrics import PhaseClock
+from protocol.payloads import decode_global_state, encode_update
 
 #: A client behaviour rewrites the float delta (flat) before quantisation; honest is identity.
 DeltaHook = Callable[[int, np.ndarray], np.ndarray]

@@ -24,7 +24,7 @@ from torch import nn
 
 from clients.data import Dataset
 from clients.models import get_params, set_params
-from fedchain.errors import ConfigError
+from protocol.errors import ConfigError
 
 __all__ = [
     "RECOMMENDED_DIGITS_MLP",

@@ -32,7 +32,7 @@ from consensus.messages import (
     struct_hash,
 )
 from consensus.quorums import commit_quorum
-from fedchain.errors import ConsensusError
+from protocol.errors import ConsensusError
 
 __all__ = ["CommitCertificate", "address_key", "verdict_digest", "verdict_struct_hash"]
 

@@ -27,7 +27,7 @@ from consensus.pbft import (
     ReplicaConfig,
     SilentReplica,
 )
-from fedchain.errors import ConfigError
+from protocol.errors import ConfigError
 
 #: PBFT behaviour name -> replica class. "colluding" replicas run the honest protocol with a
 #: lying ``validate`` (the aggregator node supplies it), so they are plain replicas here.

@@ -43,7 +43,7 @@ from consensus.pbft import (
     SilentReplica,
 )
 from consensus.quorums import commit_quorum, max_faulty
-from fedchain.errors import ConsensusError
+from protocol.errors import ConsensusError
 
 __all__ = [
     "MemNet",

@@ -36,7 +36,7 @@ from eth_account.signers.local import LocalAccount
 from eth_utils.address import is_address, to_checksum_address
 from eth_utils.crypto import keccak
 
-from fedchain.errors import ConsensusError
+from protocol.errors import ConsensusError
 
 __all__ = [
     "DOMAIN_NAME",

@@ -74,7 +74,7 @@ from consensus.messages import (
     verify_signer,
 )
 from consensus.quorums import commit_quorum, max_faulty, weak_quorum
-from fedchain.errors import ConsensusError
+from protocol.errors import ConsensusError
 
 __all__ = [
     "Action",

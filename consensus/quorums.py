@@ -16,7 +16,7 @@ Everything else in the project (the PBFT state machine, certificates, the contra
 
 from __future__ import annotations
 
-from fedchain.errors import ConsensusError
+from protocol.errors import ConsensusError
 
 __all__ = ["commit_quorum", "max_faulty", "weak_quorum"]
 

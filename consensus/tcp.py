@@ -29,7 +29,7 @@ from typing import Any
 
 from consensus.messages import MAX_MESSAGE_BYTES, Instance, Message, decode, encode
 from consensus.pbft import Action, Broadcast, CancelTimer, Decide, Node, Send, SetTimer
-from fedchain.errors import ConsensusError
+from protocol.errors import ConsensusError
 
 __all__ = ["TcpNode", "TcpStats", "ThreadedTcpNode", "read_frame", "write_frame"]
 

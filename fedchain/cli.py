@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from fedchain.errors import ConfigError, FedchainError
+from protocol.errors import ConfigError, FedchainError
 
 DEMO_EPILOG = """\
 examples:
@@ -220,7 +220,7 @@ def _demo_config(args: argparse.Namespace) -> Any:
 
 
 @contextlib.contextmanager
-def _backends(args: argparse.Namespace) -> Iterator[dict[str, str]]:
+def _backends(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     """With --backend real: a throw-away anvil and IPFS daemon for this command."""
     if getattr(args, "backend", "embedded") != "real":
         yield {}
@@ -228,7 +228,7 @@ def _backends(args: argparse.Namespace) -> Iterator[dict[str, str]]:
     import tempfile
     from pathlib import Path
 
-    from fedchain.services import AnvilService, IpfsService
+    from adapters.services import AnvilService, IpfsService
 
     with (
         tempfile.TemporaryDirectory(prefix="fedchain-backends-") as tmp,
@@ -245,8 +245,8 @@ def _backends(args: argparse.Namespace) -> Iterator[dict[str, str]]:
 def cmd_demo(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from fedchain.metrics import Progress
     from fedchain.runner import run_demo
+    from protocol.metrics import Progress
 
     with _backends(args) as backends:
         cfg = replace(_demo_config(args), **backends)
@@ -259,7 +259,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_rules(args: argparse.Namespace) -> int:
     from aggregators.registry import available_rules, get_rule_class
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in available_rules():
         cls = get_rule_class(name)
         rows.append(
@@ -293,9 +293,9 @@ def cmd_rules(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from fedchain.metrics import Progress
     from fedchain.runner import run_scenario
     from fedchain.scenario import check_expectations, load_scenario, outcome_of
+    from protocol.metrics import Progress
 
     scenarios = [load_scenario(path) for path in args.scenarios]  # all validated up front
     progress = Progress(quiet=args.quiet)

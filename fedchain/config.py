@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aggregators.registry import make_rule
-from fedchain.errors import ConfigError
+from protocol.errors import ConfigError
 
 ROTATIONS = {"round-robin": 0, "random": 1}
 WEI_PER_ETH = 10**18

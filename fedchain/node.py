@@ -24,13 +24,13 @@ from typing import Any
 from eth_account import Account
 from web3 import Web3
 
-from fedchain.chain import Chain
-from fedchain.cid import cid_from_digest
+from adapters.chain import Chain
+from adapters.contract import Phase, TaskContract
+from adapters.storage import open_store
 from fedchain.config import DemoConfig
-from fedchain.contract import Phase, TaskContract
-from fedchain.errors import ChainError, ContractRevert, FedchainError, StorageError
-from fedchain.storage import open_store
-from fedchain.task import TaskManifest
+from protocol.cid import cid_from_digest
+from protocol.errors import ChainError, ContractRevert, FedchainError, StorageError
+from protocol.manifest import TaskManifest
 
 
 def log(name: str, action: str, **detail: Any) -> None:

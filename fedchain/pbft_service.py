@@ -15,12 +15,12 @@ from typing import Any
 
 from eth_account.signers.local import LocalAccount
 
+from adapters.contract import Phase, TaskContract
 from consensus.committee import REPLICA_KINDS
 from consensus.messages import Domain, Instance
 from consensus.pbft import Decide, Node, SilentReplica
 from consensus.tcp import ThreadedTcpNode
-from fedchain.contract import Phase, TaskContract
-from fedchain.errors import ConsensusError, ContractRevert
+from protocol.errors import ConsensusError, ContractRevert
 
 
 def _free_port() -> int:

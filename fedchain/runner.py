@@ -19,6 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from adapters.chain import Chain
+from adapters.contract import Phase, TaskConfig, TaskContract
+from adapters.storage import ContentStore, LocalStore, get_by_digest, open_store
 from aggregators.behaviours import HONEST, Behaviour
 from aggregators.node import AggregatorEvent, AggregatorNode, NodeCrashed
 from aggregators.registry import make_rule, rule_id
@@ -30,23 +33,20 @@ from consensus.committee import Committee
 from consensus.memnet import NetConfig
 from consensus.messages import Domain, Instance
 from consensus.quorums import commit_quorum, max_faulty
-from fedchain.chain import Chain
-from fedchain.cid import cid_from_digest, sha256_digest
 from fedchain.config import ROTATIONS, WEI_PER_ETH, DemoConfig
-from fedchain.contract import Phase, TaskConfig, TaskContract
-from fedchain.errors import ConfigError, FedchainError
-from fedchain.fixedpoint import INT32_MAX, NumericFormat, dequantise, quantise
-from fedchain.metrics import PhaseClock, Progress
-from fedchain.payloads import (
+from fedchain.scenario import Scenario, client_attack_hooks
+from protocol.cid import cid_from_digest, sha256_digest
+from protocol.errors import ConfigError, FedchainError
+from protocol.fixedpoint import INT32_MAX, NumericFormat, dequantise, quantise
+from protocol.manifest import TaskManifest
+from protocol.metrics import PhaseClock, Progress
+from protocol.payloads import (
     GlobalState,
     ModelLayout,
     decode_global_state,
     decode_update,
     encode_global_state,
 )
-from fedchain.scenario import Scenario, client_attack_hooks
-from fedchain.storage import ContentStore, LocalStore, get_by_digest, open_store
-from fedchain.task import TaskManifest
 
 __all__ = ["Demo", "DemoConfig", "RunResult", "run_demo", "run_scenario"]
 
@@ -157,7 +157,7 @@ class Demo:
         self.store.put(self.manifest.to_bytes())
         num_accounts = 1 + cfg.aggregators + cfg.clients
         if cfg.rpc_url:
-            from fedchain.services import ANVIL_FUNDING_KEY
+            from adapters.services import ANVIL_FUNDING_KEY
 
             self.chain = Chain.connect(
                 cfg.rpc_url,

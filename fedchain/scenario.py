@@ -52,8 +52,8 @@ from aggregators.behaviours import Behaviour
 from clients.data import Dataset
 from clients.node import DeltaHook, PayloadHook
 from fedchain.config import DemoConfig
-from fedchain.errors import ConfigError
-from fedchain.payloads import ModelLayout, encode_update
+from protocol.errors import ConfigError
+from protocol.payloads import ModelLayout, encode_update
 
 CLIENT_PAYLOAD_ATTACKS = ("nan", "wrong_shape", "oversized", "wrong_round")
 

@@ -23,9 +23,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from adapters.services import is_running
 from fedchain.config import DemoConfig
-from fedchain.errors import ConfigError, FedchainError
-from fedchain.services import is_running
+from protocol.errors import ConfigError, FedchainError
 
 SPEC_FILE = "testnet.json"
 
@@ -113,14 +113,14 @@ def up(
     scenario: Any = None,
 ) -> dict[str, Any]:
     """Start services, create the task, launch every node process; return the spec."""
-    from fedchain.metrics import Progress
+    from adapters.services import AnvilService, IpfsService
     from fedchain.runner import Demo
-    from fedchain.services import AnvilService, IpfsService
+    from protocol.metrics import Progress
 
     directory.mkdir(parents=True, exist_ok=True)
     if _spec_path(directory).exists():
-        spec = load_spec(directory)
-        if any(is_running(p) for p in _all_pids(directory, spec)):
+        existing = load_spec(directory)
+        if any(is_running(p) for p in _all_pids(directory, existing)):
             raise FedchainError(f"a testnet is already running in {directory}; 'testnet down'")
     services: dict[str, Any] = {}
     anvil = AnvilService(directory / "anvil", block_time=block_time)
@@ -197,7 +197,7 @@ def up(
         assign_ports(spec)
         _spec_path(directory).write_text(json.dumps(spec, indent=2))
         for node in nodes:
-            start_node(directory, node["name"], max_seconds=max_seconds)
+            start_node(directory, str(node["name"]), max_seconds=max_seconds)
     except BaseException:
         down(directory)
         raise
@@ -246,8 +246,8 @@ def status(directory: Path) -> dict[str, Any]:
     if out["services"].get("anvil", {}).get("running") and spec.get("task"):
         from web3 import Web3
 
-        from fedchain.chain import Chain
-        from fedchain.contract import TaskContract
+        from adapters.chain import Chain
+        from adapters.contract import TaskContract
 
         chain = Chain(Web3(Web3.HTTPProvider(spec["rpc_url"])), [])
         task = TaskContract.at(chain, spec["task"])
@@ -288,7 +288,7 @@ def down(directory: Path) -> list[str]:
         if kill_node(directory, node["name"], signal.SIGTERM):
             stopped.append(node["name"])
         kill_node(directory, node["name"], signal.SIGKILL)
-    from fedchain.services import stop_pidfile
+    from adapters.services import stop_pidfile
 
     for name, svc in spec.get("services", {}).items():
         if svc.get("pid_file") and stop_pidfile(svc["pid_file"]):

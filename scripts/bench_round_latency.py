@@ -26,9 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fedchain.config import DemoConfig
-from fedchain.metrics import PHASES as ALL_PHASES
-from fedchain.metrics import Progress
 from fedchain.runner import run_demo
+from protocol.metrics import PHASES as ALL_PHASES
+from protocol.metrics import Progress
 
 PHASES = [p for p in ALL_PHASES if p != "evaluate"]  # evaluation is the runner's, not the round's
 OPS = ["submitUpdate", "submitAggregate", "finalize"]
@@ -69,7 +69,7 @@ def main() -> int:
         challenge_window=3,
     )
     results = {"embedded": measure(replace(base, name="embedded"))}
-    from fedchain.services import AnvilService, IpfsService
+    from adapters.services import AnvilService, IpfsService
 
     with AnvilService(out / "anvil") as anvil, IpfsService(out / "ipfs") as ipfs:
         real = replace(

@@ -24,8 +24,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fedchain.chain import Chain
-from fedchain.contract import TaskConfig, TaskContract
+from adapters.chain import Chain
+from adapters.contract import TaskConfig, TaskContract
 
 ETHER = 10**18
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // A `solc` stand-in for py-solc-x, backed by solc-js from node_modules.
 //
-// py-solc-x cannot download native solc here, so fedchain.compile points
+// py-solc-x cannot download native solc here, so adapters.compile points
 // `solcx.compile_standard(..., solc_binary=<this file>)` at this script. It implements the
 // two entry points solcx uses:
 //

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from eth_account.signers.local import LocalAccount
 
-from fedchain.chain import Chain
-from fedchain.contract import TaskConfig, TaskContract
+from adapters.chain import Chain
+from adapters.contract import TaskConfig, TaskContract
 
 ETHER = 10**18
 

@@ -7,16 +7,16 @@ import pytest
 
 from aggregators.behaviours import HONEST, TAMPERS, Behaviour, RoundContext
 from aggregators.execution import execute_round
-from fedchain.errors import ConfigError
-from fedchain.fixedpoint import NumericFormat, quantise
-from fedchain.payloads import (
+from protocol.errors import ConfigError
+from protocol.fixedpoint import NumericFormat, quantise
+from protocol.manifest import TaskManifest
+from protocol.payloads import (
     GlobalState,
     ModelLayout,
     decode_global_state,
     encode_global_state,
     encode_update,
 )
-from fedchain.task import TaskManifest
 
 LAYOUT = ModelLayout.from_spec([("w", (6, 5)), ("b", (5,))])
 MANIFEST = TaskManifest("fedavg", {}, NumericFormat(16, 4 << 16), "mlp", (1, 8, 8), 10, LAYOUT)

@@ -23,7 +23,7 @@ from clients.attacks import (
 from clients.data import Dataset, load_digits, partition_iid
 from clients.models import build_model, get_params
 from clients.training import TrainConfig, evaluate, train_local
-from fedchain.errors import ConfigError
+from protocol.errors import ConfigError
 
 Delta = dict[str, np.ndarray]
 

@@ -27,7 +27,7 @@ from clients.data import (
     read_idx,
     stratified_split,
 )
-from fedchain.errors import ConfigError
+from protocol.errors import ConfigError
 
 
 def assert_disjoint_cover(parts: list[np.ndarray], n: int) -> None:

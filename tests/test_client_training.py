@@ -26,7 +26,7 @@ from clients.training import (
     params_digest,
     train_local,
 )
-from fedchain.errors import ConfigError
+from protocol.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from fedchain.codec import MAGIC, TensorSpec, decode_tensors, encode_tensors
-from fedchain.errors import CodecError
+from protocol.codec import MAGIC, TensorSpec, decode_tensors, encode_tensors
+from protocol.errors import CodecError
 
 DTYPES = ["int32", "int64", "float32", "float64", "uint8"]
 

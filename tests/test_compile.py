@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from fedchain import compile as fcompile
+from adapters import compile as fcompile
 
 NODE = shutil.which("node")
 HAVE_TOOLCHAIN = NODE is not None and (fcompile.NODE_MODULES / "solc" / "package.json").is_file()

@@ -1,4 +1,4 @@
-"""FedChainTask contract + fedchain.chain / fedchain.contract against a real eth-tester chain.
+"""FedChainTask contract + adapters.chain / adapters.contract against a real eth-tester chain.
 
 Block arithmetic: eth-tester mines every transaction in its own block, and view calls see the
 latest mined block. So a transaction sent while ``block_number() == b`` executes in block
@@ -22,11 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import fedchain.contract as fc
-from consensus.certificate import verdict_struct_hash
-from consensus.messages import Domain, sign_struct
-from fedchain.chain import Chain, GasLedger, PanicRevert, ReasonRevert, decode_revert
-from fedchain.contract import (
+import adapters.contract as fc
+from adapters.chain import Chain, GasLedger, PanicRevert, ReasonRevert, decode_revert
+from adapters.contract import (
     AggregateAlreadySubmitted,
     AggregatorAlreadyRegistered,
     ChallengeWindowOpen,
@@ -64,7 +62,9 @@ from fedchain.contract import (
     ZeroValue,
     rotation_start_index,
 )
-from fedchain.errors import ChainError, ConfigError, ContractRevert
+from consensus.certificate import verdict_struct_hash
+from consensus.messages import Domain, sign_struct
+from protocol.errors import ChainError, ConfigError, ContractRevert
 
 ETHER = 10**18
 ZERO32 = bytes(32)

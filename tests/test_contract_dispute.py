@@ -16,18 +16,7 @@ import pytest
 from eth_account.messages import _hash_eip191_message, encode_typed_data
 from eth_account.signers.local import LocalAccount
 
-from consensus.certificate import CommitCertificate, verdict_digest, verdict_struct_hash
-from consensus.messages import (
-    SECP256K1_N,
-    TYPE_HASHES,
-    Commit,
-    Domain,
-    sign,
-    sign_struct,
-    typed_data,
-)
-from consensus.quorums import commit_quorum, max_faulty
-from fedchain.contract import (
+from adapters.contract import (
     AggregateAlreadySubmitted,
     AggregatorIsSlashed,
     AttemptMismatch,
@@ -53,6 +42,17 @@ from fedchain.contract import (
     TaskRevert,
     WrongValue,
 )
+from consensus.certificate import CommitCertificate, verdict_digest, verdict_struct_hash
+from consensus.messages import (
+    SECP256K1_N,
+    TYPE_HASHES,
+    Commit,
+    Domain,
+    sign,
+    sign_struct,
+    typed_data,
+)
+from consensus.quorums import commit_quorum, max_faulty
 from tests.test_contract import assert_accounting, chosen, dg, exec_at, fill
 
 ETHER = 10**18

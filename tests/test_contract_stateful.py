@@ -35,11 +35,8 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from consensus.certificate import verdict_struct_hash
-from consensus.messages import Domain, sign_struct
-from consensus.quorums import commit_quorum
-from fedchain.chain import Chain
-from fedchain.contract import (
+from adapters.chain import Chain
+from adapters.contract import (
     DuplicateSigner,
     Phase,
     QuorumNotReached,
@@ -49,6 +46,9 @@ from fedchain.contract import (
     TaskContract,
     TaskRevert,
 )
+from consensus.certificate import verdict_struct_hash
+from consensus.messages import Domain, sign_struct
+from consensus.quorums import commit_quorum
 from tests.conftest import DEFAULT_TASK_CONFIG
 
 ETHER = 10**18

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from fedchain.cid import cid_from_digest
+from adapters.contract import Phase
 from fedchain.cli import main
-from fedchain.contract import Phase
-from fedchain.errors import ConfigError
 from fedchain.runner import Demo, DemoConfig
+from protocol.cid import cid_from_digest
+from protocol.errors import ConfigError
 
 
 def small(tmp_path, **kw) -> DemoConfig:

@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 
 from aggregators.execution import UNAVAILABLE, execute_round
-from fedchain.codec import encode_tensors
-from fedchain.fixedpoint import NumericFormat, dequantise, quantise
-from fedchain.payloads import (
+from protocol.codec import encode_tensors
+from protocol.fixedpoint import NumericFormat, dequantise, quantise
+from protocol.manifest import TaskManifest
+from protocol.payloads import (
     GlobalState,
     ModelLayout,
     decode_global_state,
     encode_global_state,
     encode_update,
 )
-from fedchain.task import TaskManifest
 
 LAYOUT = ModelLayout.from_spec([("w", (20, 30)), ("b", (30,))])
 FMT = NumericFormat(frac_bits=16, value_bound=4 << 16)

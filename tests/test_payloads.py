@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedchain.codec import encode_tensors
-from fedchain.errors import CodecError, ConfigError
-from fedchain.fixedpoint import NumericFormat, dequantise, quantise
-from fedchain.payloads import (
+from protocol.codec import encode_tensors
+from protocol.errors import CodecError, ConfigError
+from protocol.fixedpoint import NumericFormat, dequantise, quantise
+from protocol.manifest import TaskManifest
+from protocol.payloads import (
     GlobalState,
     ModelLayout,
     decode_global_state,
@@ -16,7 +17,6 @@ from fedchain.payloads import (
     encode_global_state,
     encode_update,
 )
-from fedchain.task import TaskManifest
 
 LAYOUT = ModelLayout.from_spec([("fc.weight", (3, 2)), ("fc.bias", (3,))])
 FMT = NumericFormat(frac_bits=8, value_bound=1000)

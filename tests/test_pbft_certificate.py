@@ -12,7 +12,7 @@ from eth_utils import keccak
 from consensus import messages as M
 from consensus.certificate import CommitCertificate, address_key, verdict_digest
 from consensus.memnet import SIM_DOMAIN, simulation_accounts
-from fedchain.errors import ConsensusError
+from protocol.errors import ConsensusError
 
 ACCOUNTS = simulation_accounts(7)
 COMMITTEE = [a.address for a in ACCOUNTS]  # registration order, not sorted

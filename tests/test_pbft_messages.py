@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from consensus import messages as M
 from consensus.memnet import SIM_DOMAIN, simulation_accounts
 from consensus.quorums import commit_quorum, max_faulty, weak_quorum
-from fedchain.errors import ConsensusError
+from protocol.errors import ConsensusError
 
 ACCOUNTS = simulation_accounts(4)
 COMMITTEE = [a.address for a in ACCOUNTS]

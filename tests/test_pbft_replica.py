@@ -27,7 +27,7 @@ from consensus.pbft import (
     compute_new_view,
 )
 from consensus.quorums import commit_quorum
-from fedchain.errors import ConsensusError
+from protocol.errors import ConsensusError
 
 ACCOUNTS = simulation_accounts(7)
 OUTSIDER = Account.from_key(keccak(text="outsider"))

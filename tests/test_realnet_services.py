@@ -1,4 +1,4 @@
-"""Real backends: an anvil chain and a js-ipfs daemon, started and stopped by fedchain.services.
+"""Real backends: an anvil chain and a js-ipfs daemon, started and stopped by adapters.services.
 
 The session fixtures start one anvil (~0.2 s) and one js-ipfs daemon (~4-6 s on 2 cores)
 from the project-local binaries that ``scripts/install_tools.sh`` (``make setup``) installs.
@@ -30,11 +30,9 @@ from typing import Any
 import pytest
 import requests
 
-from fedchain.chain import Chain
-from fedchain.cid import cid_of, digest_from_cid, sha256_digest
-from fedchain.contract import TaskConfig, TaskContract
-from fedchain.errors import ContentNotFound, DigestMismatch, StorageError
-from fedchain.services import (
+from adapters.chain import Chain
+from adapters.contract import TaskConfig, TaskContract
+from adapters.services import (
     AnvilService,
     IpfsService,
     ServiceError,
@@ -47,7 +45,9 @@ from fedchain.services import (
     stop_pidfile,
     write_pidfile,
 )
-from fedchain.storage import IpfsStore, LocalStore, get_by_digest, open_store
+from adapters.storage import IpfsStore, LocalStore, get_by_digest, open_store
+from protocol.cid import cid_of, digest_from_cid, sha256_digest
+from protocol.errors import ContentNotFound, DigestMismatch, StorageError
 from tests.conftest import DEFAULT_TASK_CONFIG
 
 HELLO = b"hello world\n"

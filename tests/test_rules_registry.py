@@ -17,7 +17,7 @@ from aggregators.registry import (
     parse_rule_params,
     rule_id,
 )
-from fedchain.errors import FedchainError, RuleParameterError
+from protocol.errors import FedchainError, RuleParameterError
 
 
 def test_available_rules_contains_core() -> None:

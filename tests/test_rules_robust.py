@@ -14,7 +14,7 @@ from scipy import stats
 from aggregators.base import AggregationInput, AggregationOutput
 from aggregators.registry import make_rule
 from aggregators.robust import trim_count
-from fedchain.errors import RuleParameterError
+from protocol.errors import RuleParameterError
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

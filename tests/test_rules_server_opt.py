@@ -185,7 +185,7 @@ def test_subnormal_state_is_flushed_to_zero() -> None:
     ],
 )
 def test_invalid_optimiser_parameters(rule: str, params: dict, match: str) -> None:
-    from fedchain.errors import RuleParameterError
+    from protocol.errors import RuleParameterError
 
     with pytest.raises(RuleParameterError, match=match):
         make_rule(rule, params)

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from fedchain.cli import main
-from fedchain.errors import FedchainError
 from fedchain.report import collect, markdown_table
 from fedchain.runner import run_scenario
 from fedchain.scenario import load_scenario, outcome_of, scenario_from_dict
+from protocol.errors import FedchainError
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 
@@ -120,10 +120,10 @@ def test_cli_run_checks_expectations(tmp_path, capsys) -> None:
 def test_omniscient_client_registers_last_and_sends_minus_epsilon_mean(tmp_path) -> None:
     import numpy as np
 
-    from fedchain.fixedpoint import dequantise
-    from fedchain.payloads import decode_update
+    from adapters.storage import get_by_digest
     from fedchain.runner import Demo
-    from fedchain.storage import get_by_digest
+    from protocol.fixedpoint import dequantise
+    from protocol.payloads import decode_update
 
     scenario = load_scenario(SCENARIOS / "clients-ipm-krum.toml")
     scenario.config.out = str(tmp_path)

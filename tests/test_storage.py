@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from fedchain.cid import cid_from_digest, cid_of, digest_from_cid, sha256_digest
-from fedchain.errors import ContentNotFound, DigestMismatch, StorageError
-from fedchain.storage import LocalStore, get_by_digest, open_store
+from adapters.storage import LocalStore, get_by_digest, open_store
+from protocol.cid import cid_from_digest, cid_of, digest_from_cid, sha256_digest
+from protocol.errors import ContentNotFound, DigestMismatch, StorageError
 
 # What `ipfs block put --cid-codec raw` (and `ipfs add --cid-version 1 --raw-leaves`) give.
 KNOWN = {

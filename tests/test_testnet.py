@@ -21,8 +21,8 @@ SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 
 
 def _tools() -> tuple[bool, bool]:
-    from fedchain.errors import FedchainError
-    from fedchain.services import find_anvil, find_jsipfs
+    from adapters.services import find_anvil, find_jsipfs
+    from protocol.errors import FedchainError
 
     try:
         find_anvil()
@@ -89,8 +89,8 @@ def test_testnet_faulty_aggregator_and_kill_restart(tmp_path: Path) -> None:
         # Nothing lost, nothing counted twice: each client has one update per round.
         from web3 import Web3
 
-        from fedchain.chain import Chain
-        from fedchain.contract import TaskContract
+        from adapters.chain import Chain
+        from adapters.contract import TaskContract
 
         chain = Chain(Web3(Web3.HTTPProvider(spec["rpc_url"])), [])
         task = TaskContract.at(chain, spec["task"])

@@ -47,7 +47,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from fedchain.errors import FedchainError
+from protocol.errors import FedchainError
 
 __all__ = [
     "ANVIL_FUNDING_KEY",
@@ -424,7 +424,7 @@ class _Service:
         if existing is not None and existing.matches_process():
             raise ServiceError(
                 f"{self.name} already running from {self.data_dir} (pid {existing.pid}); "
-                f"stop it first (fedchain.services.stop_pidfile({str(self.pid_path)!r}))"
+                f"stop it first (adapters.services.stop_pidfile({str(self.pid_path)!r}))"
             )
         self.pid_path.unlink(missing_ok=True)
         self._prepare()
@@ -695,7 +695,7 @@ class IpfsService(_Service):
     The repository is created by the daemon on first start (``jsipfs daemon --init-config``
     with the settings of :func:`ipfs_loopback_config`) and kept across restarts; every later
     start rewrites its config to those loopback-only, isolated settings again. Point
-    :class:`fedchain.storage.IpfsStore` at :attr:`api_multiaddr` (or pass ``--store``
+    :class:`adapters.storage.IpfsStore` at :attr:`api_multiaddr` (or pass ``--store``
     :attr:`store_spec` to the CLI).
     """
 
@@ -733,7 +733,7 @@ class IpfsService(_Service):
 
     @property
     def store_spec(self) -> str:
-        """What ``--store`` / :func:`fedchain.storage.open_store` take for this node."""
+        """What ``--store`` / :func:`adapters.storage.open_store` take for this node."""
         return f"ipfs:{self.api_multiaddr}"
 
     def _env(self) -> dict[str, str]:
@@ -841,7 +841,7 @@ class IpfsService(_Service):
 
 
 def _main(argv: list[str] | None = None) -> int:  # pragma: no cover - manual helper
-    """``python -m fedchain.services [DIR]``: run anvil and js-ipfs in DIR until Ctrl-C or
+    """``python -m adapters.services [DIR]``: run anvil and js-ipfs in DIR until Ctrl-C or
     SIGTERM (both stop with this process, even if it is killed)."""
     args = sys.argv[1:] if argv is None else argv
     data_dir = Path(args[0] if args else "runs/services")

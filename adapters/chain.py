@@ -3,7 +3,7 @@
 Every transaction is built, signed locally with an ``eth_account`` key and sent raw, so exactly
 the same code runs against the in-process eth-tester (py-evm) chain and against anvil, geth or
 a public testnet. Reverts are decoded from the contract ABI into typed
-:class:`~fedchain.errors.ContractRevert` subclasses (one per Solidity custom error), whether the
+:class:`~protocol.errors.ContractRevert` subclasses (one per Solidity custom error), whether the
 revert shows up while estimating gas, in a view call, or as a mined receipt with status 0.
 
 Typical use::
@@ -38,7 +38,7 @@ from web3 import Web3
 from web3.exceptions import ContractLogicError, TimeExhausted, Web3RPCError
 from web3.types import RPCEndpoint
 
-from fedchain.errors import ChainError, ContractRevert
+from protocol.errors import ChainError, ContractRevert
 
 __all__ = [
     "CONNECT_BALANCE_WEI",

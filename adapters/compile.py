@@ -2,13 +2,13 @@
 
 Compilation goes through py-solc-x's ``compile_standard`` with ``scripts/solc_wrapper.js`` as
 the solc binary (a Node script backed by the pinned solc-js in ``node_modules``), so no native
-compiler download is needed. Nothing at run time needs a compiler: ``fedchain.contract`` loads
+compiler download is needed. Nothing at run time needs a compiler: ``adapters.contract`` loads
 the JSON artifact.
 
 Usage::
 
-    python -m fedchain.compile           # (re)write contracts/build/FedChainTask.json
-    python -m fedchain.compile --check   # exit 1 if the committed artifact has drifted
+    python -m adapters.compile           # (re)write contracts/build/FedChainTask.json
+    python -m adapters.compile --check   # exit 1 if the committed artifact has drifted
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fedchain.errors import FedchainError
+from protocol.errors import FedchainError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONTRACTS_DIR = REPO_ROOT / "contracts"
@@ -222,7 +222,7 @@ def check_artifacts() -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m fedchain.compile", description="Compile fedchain's Solidity contracts."
+        prog="python -m adapters.compile", description="Compile fedchain's Solidity contracts."
     )
     parser.add_argument(
         "--check",
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
                 for problem in problems:
                     print(f"  - {problem}", file=sys.stderr)
                 print(
-                    "run `make compile` (python -m fedchain.compile) and commit contracts/build/",
+                    "run `make compile` (python -m adapters.compile) and commit contracts/build/",
                     file=sys.stderr,
                 )
                 return 1

@@ -15,8 +15,8 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from fedchain.cid import cid_from_digest, cid_of, digest_from_cid, sha256_digest
-from fedchain.errors import ContentNotFound, DigestMismatch, StorageError
+from protocol.cid import cid_from_digest, cid_of, digest_from_cid, sha256_digest
+from protocol.errors import ContentNotFound, DigestMismatch, StorageError
 
 
 @runtime_checkable
@@ -101,7 +101,7 @@ class IpfsStore:
 
     ``api`` is the node's API multiaddr (``/ip4/127.0.0.1/tcp/5001/http``) or URL
     (``http://127.0.0.1:5001``). Blocks are written with ``block/put`` as CIDv1, codec raw,
-    sha2-256 and pinned, so the node's CID is exactly :func:`fedchain.cid.cid_of`; the CID the
+    sha2-256 and pinned, so the node's CID is exactly :func:`protocol.cid.cid_of`; the CID the
     node answers with is checked against ours, and every read is verified against its CID.
 
     The two daemons spell ``block/put`` differently: js-ipfs takes ``format=raw&version=1``

@@ -2,9 +2,9 @@
 
 Loads the committed artifact ``contracts/build/FedChainTask.json`` (no compiler at run time),
 wraps every external function, converts results into frozen dataclasses and maps every Solidity
-custom error to a :class:`~fedchain.errors.ContractRevert` subclass of the same name, e.g.::
+custom error to a :class:`~protocol.errors.ContractRevert` subclass of the same name, e.g.::
 
-    from fedchain.contract import RoundNotOpen, TaskContract
+    from adapters.contract import RoundNotOpen, TaskContract
     try:
         task.submit_update(client, round=3, digest=d, num_samples=100)
     except RoundNotOpen as exc:
@@ -47,8 +47,8 @@ from eth_account.signers.local import LocalAccount
 from eth_utils.address import to_checksum_address
 from eth_utils.crypto import keccak
 
-from fedchain.chain import Chain, register_error_class
-from fedchain.errors import ConfigError, ContractRevert
+from adapters.chain import Chain, register_error_class
+from protocol.errors import ConfigError, ContractRevert
 
 ARTIFACT_PATH = Path(__file__).resolve().parent.parent / "contracts" / "build" / "FedChainTask.json"
 ZERO_ADDRESS = "0x0000000000000000000000000000000000000000"
@@ -65,7 +65,7 @@ def _load_artifact(path: str) -> dict[str, Any]:
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(
-            f"contract artifact {file} is missing; run `make compile` (python -m fedchain.compile)"
+            f"contract artifact {file} is missing; run `make compile` (python -m adapters.compile)"
         )
     artifact: dict[str, Any] = json.loads(file.read_text("utf-8"))
     return artifact

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from fedchain.codec import TensorSpec, check_spec, decode_tensors, encode_tensors
-from fedchain.errors import CodecError
-from fedchain.fixedpoint import INT32_MAX, NumericFormat
+from protocol.codec import TensorSpec, check_spec, decode_tensors, encode_tensors
+from protocol.errors import CodecError
+from protocol.fixedpoint import INT32_MAX, NumericFormat
 
 ROUND_KEY = "meta/round"
 MODEL_PREFIX = "model/"

@@ -2,7 +2,7 @@
 
 Callers catch :class:`FedchainError` for "anything fedchain refused", or a narrower class.
 Contract custom errors are mapped to subclasses of :class:`ContractRevert` (see
-``fedchain.chain``), so code can catch ``RoundNotOpen`` instead of parsing revert strings.
+``adapters.chain``), so code can catch ``RoundNotOpen`` instead of parsing revert strings.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Payloads come from untrusted peers, so there is no pickle anywhere on this path and the
 decoder is strict: every byte is accounted for, and a payload is either exactly valid or
-refused with a :class:`~fedchain.errors.CodecError` that says why.
+refused with a :class:`~protocol.errors.CodecError` that says why.
 
 Layout (all integers little-endian)::
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from fedchain.errors import CodecError
+from protocol.errors import CodecError
 
 MAGIC = b"FCT1"
 MAX_NAME_BYTES = 255

@@ -12,10 +12,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from fedchain.cid import sha256_digest
-from fedchain.errors import ConfigError
-from fedchain.fixedpoint import NumericFormat
-from fedchain.payloads import ModelLayout
+from protocol.cid import sha256_digest
+from protocol.errors import ConfigError
+from protocol.fixedpoint import NumericFormat
+from protocol.payloads import ModelLayout
 
 MANIFEST_VERSION = 1
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fedchain.errors import ConfigError
+from protocol.errors import ConfigError
 
 INT32_MAX = 2**31 - 1
 

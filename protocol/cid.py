@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 
-from fedchain.errors import StorageError
+from protocol.errors import StorageError
 
 CID_VERSION = 1
 RAW_CODEC = 0x55
