@@ -1,0 +1,251 @@
+"""Set-up and deployment: data, model, manifest, initial state, contract, registered nodes.
+
+:func:`deploy` does everything a run needs before its first block: it loads and splits the
+data, builds the model and the task manifest (whose SHA-256 is ``ruleParamsHash``),
+publishes the initial global state and the manifest, deploys the task contract and registers
+every aggregator and client. :class:`Deployment` then builds the nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from eth_account.signers.local import LocalAccount
+
+from adapters.chain import Chain
+from adapters.contract import TaskConfig, TaskContract
+from adapters.storage import ContentStore, LocalStore, open_store
+from aggregators.behaviours import HONEST, Behaviour
+from aggregators.node import AggregatorNode
+from aggregators.registry import make_rule, rule_id
+from clients.data import Dataset, load_dataset, partition
+from clients.models import build_model, get_params, param_spec
+from clients.node import ClientNode
+from clients.training import TrainConfig
+from consensus.messages import Domain
+from fedchain.config import ROTATIONS, WEI_PER_ETH, DemoConfig
+from fedchain.scenario import Scenario, client_attack_hooks
+from protocol.cid import sha256_digest
+from protocol.fixedpoint import INT32_MAX, NumericFormat, quantise
+from protocol.manifest import TaskManifest
+from protocol.metrics import PhaseClock
+from protocol.payloads import GlobalState, ModelLayout, encode_global_state
+
+
+def federated_data(cfg: DemoConfig) -> tuple[Dataset, Dataset, list[np.ndarray]]:
+    """The run's train and test sets and each client's index set (a pure function of cfg).
+
+    Every process of a testnet calls this with the same configuration and gets the same
+    split, so a client process needs nothing but the configuration and its index.
+    """
+    train, test = load_dataset(cfg.dataset, seed=cfg.seed)
+    options: dict[str, Any] = {"alpha": cfg.alpha} if cfg.partition == "dirichlet" else {}
+    parts = partition(
+        cfg.partition, labels=train.y, num_clients=cfg.clients, seed=cfg.seed, **options
+    )
+    return train, test, parts
+
+
+def task_manifest(cfg: DemoConfig, train: Dataset, layout: ModelLayout) -> TaskManifest:
+    """The canonical task manifest of a run: rule and parameters, format, model, training."""
+    rule_params = make_rule(cfg.rule, cfg.rule_params).params  # typed, defaults included
+    return TaskManifest(
+        rule=cfg.rule,
+        rule_params=dict(rule_params),
+        numeric=NumericFormat(cfg.frac_bits, round(cfg.clip * 2**cfg.frac_bits)),
+        model=cfg.model,
+        input_shape=tuple(train.input_shape),
+        num_classes=train.num_classes,
+        layout=layout,
+        client_training=asdict(train_config(cfg)),
+    )
+
+
+def train_config(cfg: DemoConfig) -> TrainConfig:
+    """Client training settings; FedProx's ``mu`` is a task parameter read from the rule."""
+    rule_params = make_rule(cfg.rule, cfg.rule_params).params
+    prox_mu = float(rule_params["mu"]) if cfg.rule == "fedprox" else cfg.prox_mu
+    return TrainConfig(
+        epochs=cfg.epochs,
+        batch_size=cfg.batch_size,
+        lr=cfg.lr,
+        momentum=cfg.momentum,
+        prox_mu=prox_mu,
+        seed=cfg.seed,
+    )
+
+
+def task_config(cfg: DemoConfig, initial_digest: bytes, manifest_digest: bytes) -> TaskConfig:
+    """The contract's constructor arguments for a run."""
+    return TaskConfig(
+        initial_model_digest=initial_digest,
+        rule_id=rule_id(cfg.rule),
+        rule_params_hash=manifest_digest,
+        num_rounds=cfg.rounds,
+        min_updates=cfg.min_updates or cfg.clients,
+        max_updates=cfg.clients,
+        collect_window=cfg.collect_window,
+        submit_timeout=cfg.submit_timeout,
+        challenge_window=cfg.challenge_window,
+        rotation_policy=ROTATIONS[cfg.rotation],
+        rotation_seed=cfg.seed.to_bytes(32, "big"),
+        aggregator_stake=WEI_PER_ETH,
+        aggregate_bond=WEI_PER_ETH // 10,
+        challenge_bond=WEI_PER_ETH // 10,
+        timeout_penalty=WEI_PER_ETH // 10,
+    )
+
+
+def open_chain(cfg: DemoConfig, num_accounts: int) -> Chain:
+    """The embedded chain, or the JSON-RPC node of ``--rpc-url`` with funded accounts."""
+    if cfg.rpc_url:
+        from adapters.services import ANVIL_FUNDING_KEY
+
+        return Chain.connect(
+            cfg.rpc_url,
+            funding_key=cfg.funding_key or ANVIL_FUNDING_KEY,
+            num_accounts=num_accounts,
+            seed=cfg.seed,
+        )
+    return Chain.embedded(num_accounts=num_accounts, seed=cfg.seed)
+
+
+@dataclass
+class Deployment:
+    """Everything deployed for one run, and the factories of its nodes."""
+
+    cfg: DemoConfig
+    scenario: Scenario
+    store: ContentStore
+    train_data: Dataset
+    test_data: Dataset
+    parts: list[np.ndarray]
+    layout: ModelLayout
+    train_config: TrainConfig
+    manifest: TaskManifest
+    chain: Chain
+    task: TaskContract
+    deployer: LocalAccount
+    agg_accounts: list[LocalAccount]
+    client_accounts: list[LocalAccount]
+    domain: Domain
+
+    @property
+    def colluders(self) -> frozenset[str]:
+        """Addresses of the aggregators whose PBFT behaviour is "colluding"."""
+        return frozenset(
+            self.agg_accounts[i].address
+            for i, b in self.scenario.aggregators.items()
+            if b.pbft == "colluding"
+        )
+
+    def behaviour(self, index: int) -> Behaviour:
+        return self.scenario.aggregators.get(index, HONEST)
+
+    def new_model(self) -> Any:
+        """A fresh model of the task's architecture, initialised from the run's seed."""
+        cfg = self.cfg
+        return build_model(
+            cfg.model, self.train_data.input_shape, self.train_data.num_classes, seed=cfg.seed
+        )
+
+    def make_aggregator(
+        self, index: int, clock: PhaseClock, behaviour: Behaviour | None = None
+    ) -> AggregatorNode:
+        return AggregatorNode(
+            f"aggregator-{index}",
+            self.agg_accounts[index],
+            self.chain,
+            self.task,
+            self.store,
+            self.manifest,
+            clock=clock,
+            behaviour=behaviour or self.behaviour(index),
+            colluders=self.colluders,
+        )
+
+    def make_oracle(self) -> AggregatorNode:
+        """An honest re-executor used only for fault accounting (it never transacts)."""
+        return AggregatorNode(
+            "oracle", self.agg_accounts[0], self.chain, self.task, self.store, self.manifest
+        )
+
+    def make_client(
+        self,
+        index: int,
+        clock: PhaseClock,
+        *,
+        observe: Callable[[int], list[np.ndarray]],
+        ready: Callable[[int], bool],
+    ) -> ClientNode:
+        """Client ``index``; a scenario's attack wraps its data, delta or payload."""
+        cfg = self.cfg
+        data = self.train_data.subset(self.parts[index])
+        delta_hook = payload_hook = None
+        attack = self.scenario.clients.get(index)
+        ready_hook = None
+        if attack is not None:
+            data, delta_hook, payload_hook = client_attack_hooks(
+                attack, data, self.layout, seed=cfg.seed * 1000 + index, observe=observe
+            )
+            if attack.omniscient:
+                ready_hook = ready
+        return ClientNode(
+            f"client-{index}",
+            self.client_accounts[index],
+            self.task,
+            self.store,
+            self.manifest,
+            data,
+            self.new_model(),
+            self.train_config,
+            index=index,
+            clock=clock,
+            delta_hook=delta_hook,
+            payload_hook=payload_hook,
+            ready=ready_hook,
+        )
+
+
+def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
+    """Build the task, deploy the contract, register every node and start the task."""
+    store: ContentStore = open_store(cfg.store) if cfg.store else LocalStore(run_dir / "store")
+    train, test, parts = federated_data(cfg)
+    model = build_model(cfg.model, train.input_shape, train.num_classes, seed=cfg.seed)
+    layout = ModelLayout.from_spec(param_spec(model))
+    manifest = task_manifest(cfg, train, layout)
+    initial = quantise(layout.flatten(get_params(model)), cfg.frac_bits, INT32_MAX)
+    initial_payload = encode_global_state(layout, GlobalState(0, initial, {}))
+    store.put(initial_payload)
+    store.put(manifest.to_bytes())
+    chain = open_chain(cfg, num_accounts=1 + cfg.aggregators + cfg.clients)
+    deployer = chain.accounts[0]
+    agg_accounts = chain.accounts[1 : 1 + cfg.aggregators]
+    client_accounts = chain.accounts[1 + cfg.aggregators :]
+    config = task_config(cfg, sha256_digest(initial_payload), manifest.digest)
+    task = TaskContract.deploy(chain, deployer, config)
+    for acct in agg_accounts:
+        task.register_aggregator(acct)
+    for acct in client_accounts:
+        task.register_client(acct)
+    return Deployment(
+        cfg=cfg,
+        scenario=scenario,
+        store=store,
+        train_data=train,
+        test_data=test,
+        parts=parts,
+        layout=layout,
+        train_config=train_config(cfg),
+        manifest=manifest,
+        chain=chain,
+        task=task,
+        deployer=deployer,
+        agg_accounts=agg_accounts,
+        client_accounts=client_accounts,
+        domain=Domain(int(chain.w3.eth.chain_id), task.address),
+    )

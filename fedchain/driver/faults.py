@@ -1,0 +1,220 @@
+"""Fault records: what every attempt of every round did, for ``rounds.jsonl`` and reports.
+
+The :class:`FaultLog` absorbs the aggregators' step events (submission, withholding,
+timeout, challenge), the disputes' outcomes and node crashes. It compares every submitted
+aggregate with an honest oracle's re-execution, so a run can tell faulty aggregates,
+rejections, false rejections and faulty finalizations apart. It only observes: nothing in
+it feeds back into the protocol.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from adapters.contract import Phase, TaskContract
+from adapters.storage import ContentStore
+from aggregators.behaviours import Behaviour
+from aggregators.node import AggregatorEvent, AggregatorNode
+from fedchain.driver.events import EventLog
+from protocol.cid import cid_from_digest
+
+
+class FaultLog:
+    """Per-(round, attempt) records and crash records of one run."""
+
+    def __init__(
+        self,
+        task: TaskContract,
+        store: ContentStore,
+        oracle: AggregatorNode,
+        names: dict[str, str],
+        events: EventLog,
+    ) -> None:
+        self.task = task
+        self.store = store
+        self.oracle = oracle
+        self.names = names
+        self.events = events
+        self.attempts: dict[tuple[int, int], dict[str, Any]] = {}
+        self.chosen: dict[tuple[int, int], str] = {}
+        self.honest_digests: dict[int, bytes] = {}
+        self.crashes: list[dict[str, Any]] = []
+
+    def attempt(self, round_: int, attempt: int) -> dict[str, Any]:
+        return self.attempts.setdefault(
+            (round_, attempt),
+            {"round": round_, "attempt": attempt, "challenges": [], "disputes": []},
+        )
+
+    def note_chosen(self, round_: int) -> None:
+        """Record the contract's choice for the current attempt (read independently)."""
+        if self.task.phase(round_) == Phase.AGGREGATING:
+            chosen = self.task.current_aggregator()
+            if chosen.address is not None and (round_, chosen.attempt) not in self.chosen:
+                self.chosen[(round_, chosen.attempt)] = chosen.address
+                self.events.emit("phase", round=round_, attempt=chosen.attempt, phase="aggregating")
+                self.events.emit(
+                    "chosen",
+                    round=round_,
+                    attempt=chosen.attempt,
+                    aggregator=self.names.get(chosen.address, chosen.address),
+                    deadline_block=chosen.deadline_block,
+                )
+
+    def absorb(self, node: AggregatorNode, behaviour: Behaviour, ev: AggregatorEvent) -> None:
+        """Record one aggregator step event."""
+        name = node.name
+        if ev.action == "submitAggregate":
+            rec = self.attempt(ev.round, ev.detail["attempt"])
+            # The oracle re-executes while the round's inputs are current (before finalize).
+            honest_digest = self.oracle.compute(ev.round)[0].digest
+            self.honest_digests[ev.round] = honest_digest
+            available = self.store.has(cid_from_digest(bytes.fromhex(ev.detail["digest"])))
+            rec.update(
+                aggregator=node.address,
+                aggregator_name=name,
+                behaviour=behaviour.publish if behaviour.faulty_in(ev.round) else "honest",
+                digest=ev.detail["digest"],
+                honest_digest=honest_digest.hex(),
+                available=available,
+                faulty=ev.detail["digest"] != honest_digest.hex() or not available,
+                submit_block=ev.detail["block"],
+                submit_time=time.perf_counter(),
+                included=ev.detail["included"],
+                excluded=ev.detail["excluded"],
+                gas_submit=ev.detail["gas"],
+            )
+            self.events.emit(
+                "aggregate_submitted",
+                round=ev.round,
+                attempt=ev.detail["attempt"],
+                aggregator=name,
+                digest=ev.detail["digest"],
+                faulty=rec["faulty"],
+                behaviour=rec["behaviour"],
+                block=ev.detail["block"],
+                gas=ev.detail["gas"],
+            )
+            self.events.emit(
+                "phase", round=ev.round, attempt=ev.detail["attempt"], phase="submitted"
+            )
+        elif ev.action == "withhold":
+            rec = self.attempt(ev.round, ev.detail["attempt"])
+            rec.update(
+                aggregator=node.address,
+                aggregator_name=name,
+                behaviour="withhold",
+                withheld=True,
+                faulty=True,
+            )
+        elif ev.action == "advanceAttempt":
+            rec = self.attempt(ev.round, ev.detail["attempt"])
+            rec.setdefault("aggregator", ev.detail["laggard"])
+            rec.setdefault("aggregator_name", self.names.get(ev.detail["laggard"] or "", "-"))
+            rec.update(
+                timed_out=True, advanced_block=ev.detail["block"], gas_advance=ev.detail["gas"]
+            )
+            self.events.emit(
+                "timeout",
+                round=ev.round,
+                attempt=ev.detail["attempt"],
+                aggregator=rec["aggregator_name"],
+                block=ev.detail["block"],
+            )
+        elif ev.action == "challenge":
+            rec = self.attempt(ev.round, ev.detail["attempt"])
+            rec["challenges"].append(
+                {
+                    "challenger": name,
+                    "block": ev.detail["block"],
+                    "gas": ev.detail["gas"],
+                    "time": time.perf_counter(),
+                }
+            )
+            self.events.emit(
+                "challenge",
+                round=ev.round,
+                attempt=ev.detail["attempt"],
+                challenger=name,
+                block=ev.detail["block"],
+            )
+            self.events.emit(
+                "phase", round=ev.round, attempt=ev.detail["attempt"], phase="disputed"
+            )
+
+    def crashed(self, name: str, round_: int, block: int, what: str) -> None:
+        self.crashes.append({"aggregator": name, "round": round_, "block": block, "what": what})
+        self.events.emit("crash", round=round_, aggregator=name, block=block, what=what)
+
+    def restarted(self, name: str, block: int) -> None:
+        self.crashes[-1]["restarted_block"] = block
+        self.events.emit("restart", aggregator=name, block=block)
+
+    def attempt_records(self, round_: int) -> list[dict[str, Any]]:
+        """The round's attempts, with detection latencies derived (JSON-ready)."""
+        out = []
+        for (r, _), rec in sorted(self.attempts.items()):
+            if r != round_:
+                continue
+            rec = dict(rec)
+            submit_time = rec.pop("submit_time", None)
+            challenge_time = None
+            if rec["challenges"]:
+                first = rec["challenges"][0]
+                challenge_time = first.pop("time", None)
+                if "submit_block" in rec:
+                    rec["blocks_to_challenge"] = first["block"] - rec["submit_block"]
+            for d in rec["disputes"]:
+                t = d.pop("resolve_time", None)
+                if t is not None and submit_time is not None:
+                    d["seconds_from_submission"] = round(t - submit_time, 3)
+                if "resolve_block" in d and "submit_block" in rec:
+                    d["blocks_from_submission"] = d["resolve_block"] - rec["submit_block"]
+            if challenge_time is not None and submit_time is not None:
+                rec["seconds_to_challenge"] = round(challenge_time - submit_time, 3)
+            rec["dispute_gas"] = sum(c.get("gas") or 0 for c in rec["challenges"]) + sum(
+                d.get("gas_resolve", 0) for d in rec["disputes"]
+            )
+            rec["rejected"] = any(d.get("verdict") == "faulty" for d in rec["disputes"])
+            out.append(rec)
+        return out
+
+
+def fault_summary(records: list[dict[str, Any]], crashes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run's fault counts over every attempt of every recorded round."""
+    finalized = [r for r in records if r["finalized"]]
+    attempts = [a for r in records for a in r["attempts"]]
+    faulty = [a for a in attempts if a.get("faulty")]
+    submitted_faulty = [a for a in faulty if not a.get("withheld")]
+    detect_blocks = [
+        d["blocks_from_submission"]
+        for a in submitted_faulty
+        for d in a["disputes"]
+        if d.get("verdict") == "faulty" and "blocks_from_submission" in d
+    ]
+    detect_seconds = [
+        d["seconds_from_submission"]
+        for a in submitted_faulty
+        for d in a["disputes"]
+        if d.get("verdict") == "faulty" and "seconds_from_submission" in d
+    ]
+    return {
+        "faulty_aggregates": len(submitted_faulty),
+        "withheld": sum(1 for a in faulty if a.get("withheld")),
+        "timeouts": sum(1 for a in attempts if a.get("timed_out")),
+        "challenges": sum(len(a["challenges"]) for a in attempts),
+        "disputes": sum(len(a["disputes"]) for a in attempts),
+        "rejected": sum(1 for a in submitted_faulty if a["rejected"]),
+        "false_rejections": sum(1 for a in attempts if a["rejected"] and not a.get("faulty")),
+        "faulty_finalized": sum(1 for r in finalized if r["faulty_finalized"]),
+        "view_changes": sum(d["view_changes"] for a in attempts for d in a["disputes"]),
+        "detection_blocks_mean": mean_or_none(detect_blocks),
+        "detection_seconds_mean": mean_or_none(detect_seconds),
+        "dispute_gas_total": sum(a["dispute_gas"] for a in attempts),
+        "crashes": crashes,
+    }
+
+
+def mean_or_none(values: list[float] | list[int]) -> float | None:
+    return round(sum(values) / len(values), 3) if values else None

@@ -1,0 +1,135 @@
+"""The block loop: every node takes one chain-driven step; a block is mined when none acted.
+
+Windows and deadlines are counted in blocks, so time passes only by mining. The loop also
+restarts crashed aggregators after their scenario's delay, logs registered updates, and
+hands each ended round to a callback. It stops when the task completes, or reports a stall
+(a dispute without quorum, or ``max_blocks`` idle blocks).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from adapters.chain import Chain
+from adapters.contract import TaskContract
+from aggregators.behaviours import Behaviour
+from aggregators.node import AggregatorNode, NodeCrashed
+from clients.node import ClientNode
+from fedchain.driver.disputes import DisputeDriver
+from fedchain.driver.events import EventLog
+from fedchain.driver.faults import FaultLog
+from protocol.metrics import Progress
+
+
+class BlockLoop:
+    """Drives clients, aggregators and disputes block by block until the task completes."""
+
+    def __init__(
+        self,
+        chain: Chain,
+        task: TaskContract,
+        clients: list[ClientNode],
+        aggregators: list[AggregatorNode],
+        behaviours: Callable[[int], Behaviour],
+        restart: Callable[[int, Behaviour], AggregatorNode],
+        disputes: DisputeDriver,
+        faults: FaultLog,
+        events: EventLog,
+        progress: Progress,
+        *,
+        rounds: int,
+        max_blocks: int,
+    ) -> None:
+        self.chain = chain
+        self.task = task
+        self.clients = clients
+        self.aggregators = aggregators
+        self.behaviours = behaviours
+        self.restart = restart
+        self.disputes = disputes
+        self.faults = faults
+        self.events = events
+        self.progress = progress
+        self.rounds = rounds
+        self.max_blocks = max_blocks
+        self.down: dict[int, int] = {}  # aggregator index -> block it crashed at
+        self.stalled: str | None = None
+
+    def run(self, on_round_end: Callable[[int, float, bool], None]) -> None:
+        """Step until the task completes or stalls; ``on_round_end(round, wall, finalized)``."""
+        idle_blocks = 0
+        round_started = time.perf_counter()
+        round_ = self.task.current_round()
+        self.events.emit("phase", round=round_, attempt=0, phase="collecting")
+        while not self.task.task_completed() and self.stalled is None:
+            acted = False
+            for node in self.clients:
+                self.progress.status(f"round {round_}/{self.rounds}: {node.name} training")
+                for ev in node.step():
+                    acted = True
+                    self.events.emit(
+                        "update_registered",
+                        round=ev.round,
+                        client=node.name,
+                        digest=ev.detail.get("digest"),
+                        num_samples=ev.detail.get("num_samples"),
+                    )
+            acted |= self._step_aggregators(round_)
+            acted |= self.disputes.step(round_)
+            if self.disputes.stalled is not None:
+                self.stalled = self.disputes.stalled
+            acted |= self._restart_crashed()
+            if not acted:
+                self.chain.mine(1)
+                idle_blocks += 1
+                if idle_blocks > self.max_blocks:
+                    self.stalled = f"no progress after {self.max_blocks} idle blocks"
+            else:
+                idle_blocks = 0
+            current = self.task.current_round()
+            if current != round_ or self.task.task_completed():
+                on_round_end(round_, time.perf_counter() - round_started, True)
+                round_, round_started = current, time.perf_counter()
+                if not self.task.task_completed():
+                    self.events.emit("phase", round=round_, attempt=0, phase="collecting")
+        if self.stalled is not None:
+            self.progress.line(f"STALLED in round {round_}: {self.stalled}")
+            self.events.emit("stalled", round=round_, reason=self.stalled)
+            on_round_end(round_, time.perf_counter() - round_started, False)
+
+    def _step_aggregators(self, round_: int) -> bool:
+        acted = False
+        for index, agg in enumerate(self.aggregators):
+            if index in self.down:
+                continue
+            self.faults.note_chosen(round_)  # the contract's choice, read independently
+            try:
+                events = agg.step()
+            except NodeCrashed as exc:
+                block = self.chain.block_number()
+                self.down[index] = block
+                self.faults.crashed(agg.name, round_, block, str(exc))
+                self.progress.line(f"  {exc} (block {block})")
+                acted = True
+                continue
+            for ev in events:
+                self.faults.absorb(agg, self.behaviours(index), ev)
+            acted |= bool(events)
+        return acted
+
+    def _restart_crashed(self) -> bool:
+        acted = False
+        block = self.chain.block_number()
+        for index, crashed_at in list(self.down.items()):
+            behaviour = self.behaviours(index)
+            after = behaviour.restart_after_blocks
+            if after is not None and block >= crashed_at + after:
+                # A fresh process: no memory but its key; it resumes from chain + storage.
+                self.aggregators[index] = self.restart(index, replace(behaviour, crash_at=None))
+                del self.down[index]
+                self.faults.restarted(f"aggregator-{index}", block)
+                self.progress.line(f"  aggregator-{index} restarted (block {block})")
+                acted = True
+        return acted

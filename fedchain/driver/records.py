@@ -1,0 +1,186 @@
+"""Round records (``rounds.jsonl``) and the run summary (``summary.json``).
+
+:class:`RoundRecorder` evaluates each finalized global model on the test set and writes one
+JSON-ready record per round: the attempt that won, the contract's choice, digests, included
+and excluded updates, verifiers agreeing, accuracy, loss, gas and phase seconds.
+:func:`build_summary` folds the records into the run's summary.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from adapters.chain import Chain
+from adapters.contract import TaskContract
+from adapters.storage import ContentStore, get_by_digest
+from aggregators.node import AggregatorNode
+from clients.data import Dataset
+from clients.models import get_params, set_params
+from clients.training import evaluate
+from fedchain.config import DemoConfig
+from fedchain.driver.faults import FaultLog, fault_summary
+from fedchain.scenario import Scenario
+from protocol.cid import cid_from_digest
+from protocol.fixedpoint import dequantise
+from protocol.manifest import TaskManifest
+from protocol.metrics import PhaseClock
+from protocol.payloads import ModelLayout, decode_global_state
+
+
+class RoundRecorder:
+    """Builds the record of each round as it ends."""
+
+    def __init__(
+        self,
+        cfg: DemoConfig,
+        chain: Chain,
+        task: TaskContract,
+        store: ContentStore,
+        layout: ModelLayout,
+        model: Any,
+        test_data: Dataset,
+        clock: PhaseClock,
+        faults: FaultLog,
+        names: dict[str, str],
+    ) -> None:
+        self.cfg = cfg
+        self.chain = chain
+        self.task = task
+        self.store = store
+        self.layout = layout
+        self.model = model
+        self.test_data = test_data
+        self.clock = clock
+        self.faults = faults
+        self.names = names
+        self.records: list[dict[str, Any]] = []
+
+    def evaluate(self, round_: int, digest: bytes) -> tuple[float, float]:
+        """Accuracy and loss of the global state ``digest`` on the test set."""
+        with self.clock.phase(round_, "evaluate"):
+            state = decode_global_state(self.layout, get_by_digest(self.store, digest))
+            params = self.layout.unflatten(dequantise(state.params, self.cfg.frac_bits))
+            set_params(self.model, {k: v.astype(np.float32) for k, v in params.items()})
+            ev = evaluate(self.model, get_params(self.model), self.test_data)
+        return ev.accuracy, ev.loss
+
+    def gas_totals(self) -> dict[str, int]:
+        return {op: int(s["total"]) for op, s in self.chain.gas.summary().items()}
+
+    def record(
+        self,
+        round_: int,
+        wall: float,
+        aggregators: Sequence[AggregatorNode],
+        finalized: bool = True,
+    ) -> dict[str, Any]:
+        """The record of round ``round_`` (finalized, or stalled when ``finalized`` is False)."""
+        info = self.task.round_info(round_)
+        digest = self.task.round_digest(round_) if finalized else info.aggregate_digest
+        accuracy = loss = None
+        if finalized:
+            accuracy, loss = self.evaluate(round_, digest)
+        gas_now = self.gas_totals()
+        previous = self.records[-1]["gas_cumulative"] if self.records else {}
+        gas_round = {op: v - previous.get(op, 0) for op, v in gas_now.items()}
+        gas_round = {op: v for op, v in gas_round.items() if v}
+        attempts = self.faults.attempt_records(round_)
+        final = next((a for a in attempts if a.get("digest") == digest.hex()), {})
+        submitter = info.aggregator or ""
+        chosen = self.faults.chosen.get((round_, info.submission_attempt))
+        honest_digest = self.faults.honest_digests.get(round_) if finalized else None
+        record = {
+            "round": round_,
+            "finalized": finalized,
+            "attempt": info.submission_attempt,
+            "aggregator": submitter,
+            "aggregator_name": self.names.get(submitter, submitter),
+            "chosen_by_contract": chosen == submitter,
+            "contract_choice": chosen,
+            "digest": digest.hex(),
+            "cid": cid_from_digest(digest),
+            "honest_digest": honest_digest.hex() if honest_digest else None,
+            "faulty_finalized": finalized and honest_digest is not None and digest != honest_digest,
+            "updates_registered": len(self.task.updates(round_)),
+            "included": final.get("included", []),
+            "excluded": final.get("excluded", {}),
+            "verifiers_agreeing": sum(
+                1
+                for agg in aggregators
+                if (v := agg.verifications.get((round_, info.submission_attempt))) is not None
+                and v.agrees
+            ),
+            "attempts": attempts,
+            "accuracy": accuracy,
+            "loss": loss,
+            "gas": gas_round,
+            "gas_total": sum(gas_round.values()),
+            "gas_cumulative": gas_now,
+            "seconds": self.clock.for_round(round_),
+            "wall_seconds": round(wall, 3),
+        }
+        self.records.append(record)
+        return record
+
+
+def build_summary(
+    cfg: DemoConfig,
+    scenario: Scenario,
+    chain: Chain,
+    task: TaskContract,
+    store: ContentStore,
+    manifest: TaskManifest,
+    layout: ModelLayout,
+    records: list[dict[str, Any]],
+    faults: FaultLog,
+    timings: dict[str, float],
+    stalled: str | None,
+) -> dict[str, Any]:
+    """The run's ``summary.json`` (see the README for its fields)."""
+    finalized = [r for r in records if r["finalized"]]
+    last = finalized[-1] if finalized else {}
+    phase_totals: dict[str, float] = {}
+    for rec in records:
+        for ph, sec in rec["seconds"].items():
+            phase_totals[ph] = round(phase_totals.get(ph, 0.0) + sec, 4)
+    gas = chain.gas.summary()
+    fault_counts = fault_summary(records, faults.crashes)
+    return {
+        "fedchain_version": "0.1.0",
+        "config": {**asdict(cfg), "funding_key": "<redacted>" if cfg.funding_key else None},
+        "scenario": scenario.describe(),
+        "task_address": task.address,
+        "chain_id": int(chain.w3.eth.chain_id),
+        "backend": {
+            "chain": cfg.rpc_url or "embedded eth-tester (py-evm)",
+            "store": repr(store),
+        },
+        "manifest_digest": manifest.digest.hex(),
+        "num_parameters": layout.size,
+        "rounds_requested": cfg.rounds,
+        "rounds_finalized": len(finalized),
+        "all_rounds_finalized": len(finalized) == cfg.rounds,
+        "all_chosen_by_contract": all(r["chosen_by_contract"] for r in finalized),
+        "safety_violated": fault_counts["faulty_finalized"] > 0,
+        "liveness_lost": stalled is not None,
+        "stalled": stalled,
+        "faults": fault_counts,
+        "final_accuracy": last.get("accuracy"),
+        "final_loss": last.get("loss"),
+        "accuracy_per_round": [r["accuracy"] for r in finalized],
+        "final_model_digest": last.get("digest"),
+        "final_model_cid": last.get("cid"),
+        "total_gas": sum(int(s["total"]) for s in gas.values()),
+        "gas_by_operation": gas,
+        "timings": {
+            "total": round(timings.get("total", 0.0), 3),
+            "setup": round(timings.get("setup", 0.0), 3),
+            "phases": phase_totals,
+        },
+        "machine": {"python": platform.python_version(), "platform": platform.platform()},
+    }
