@@ -7,7 +7,8 @@ import contextlib
 import json
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 from protocol.errors import ConfigError, FedchainError
 
@@ -256,6 +257,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if result.summary["all_rounds_finalized"] else 1
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from fedchain.status import format_status, task_status
+
+    status = task_status(args.rpc_url, args.task)
+    print(json.dumps(status, indent=2) if args.json else format_status(status))
+    return 0
+
+
 def cmd_rules(args: argparse.Namespace) -> int:
     from aggregators.registry import available_rules, get_rule_class
 
@@ -349,9 +358,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from fedchain.report import collect, markdown_table
 
+    for path in args.paths:
+        if not Path(path).exists():
+            raise ConfigError(f"RUN_DIR {path!r}: no such file or directory")
     rows = collect(args.paths)
     if not rows:
-        print("fedchain: error: no run directory with a summary.json found", file=sys.stderr)
+        print(
+            f"fedchain: error: RUN_DIR {' '.join(args.paths)!r}: no run directory with a "
+            "summary.json there",
+            file=sys.stderr,
+        )
         return 2
     print(json.dumps(rows, indent=2) if args.json else markdown_table(rows))
     return 0
@@ -423,8 +439,15 @@ def cmd_testnet(args: argparse.Namespace) -> int:
     return 0
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (naming option and value), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="fedchain",
         description="Blockchain-backed multi-aggregator federated learning: rounds registered "
         "on a Solidity contract, aggregates re-executed bit-exactly by every aggregator, "
@@ -518,6 +541,18 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("paths", nargs="+", metavar="RUN_DIR")
     report.add_argument("--json", action="store_true", help="rows as JSON instead of markdown")
     report.set_defaults(func=cmd_report)
+    status = sub.add_parser(
+        "status",
+        help="show a deployed task's state (config, committee, rounds) over JSON-RPC",
+        description="Read a deployed fedchain task's views over any Ethereum JSON-RPC node: "
+        "its configuration, the committee's stakes and slashing, the current round and phase, "
+        "and every finalized round's digest. Read-only: sends no transaction.",
+    )
+    status.add_argument("--rpc-url", required=True, help="Ethereum JSON-RPC URL, e.g. anvil's")
+    status.add_argument("--task", required=True, metavar="ADDRESS", help="the task's address")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(func=cmd_status)
+
     rules = sub.add_parser("rules", help="list the aggregation rules and their parameters")
     rules.add_argument("--json", action="store_true", help="machine-readable output")
     rules.set_defaults(func=cmd_rules)
@@ -531,6 +566,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except FedchainError as exc:
         print(f"fedchain: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if exc.filename is None:  # not a bad path given by the user: a bug, show it whole
+            raise
+        print(f"fedchain: error: {str(exc.filename)!r}: {exc.strerror}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("fedchain: interrupted", file=sys.stderr)

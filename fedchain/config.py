@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from aggregators.registry import make_rule
-from protocol.errors import ConfigError
+from protocol.errors import ConfigError, FedchainError
 
 ROTATIONS = {"round-robin": 0, "random": 1}
 WEI_PER_ETH = 10**18
@@ -45,8 +48,18 @@ class DemoConfig:
     store: str | None = None
     max_blocks: int = 100_000
 
-    def validate(self) -> None:
-        """Refuse bad values before any work, with the option's name in the message."""
+    def validate(self, where: str | None = None) -> None:
+        """Refuse bad values before any work: one line naming the option and the value.
+
+        ``where`` names the source of the values for messages (e.g. ``"x.toml [run]"``, whose
+        keys are then named as TOML keys); by default they are named as CLI options.
+        """
+
+        def bad(key: str, problem: str, value: Any = None) -> ConfigError:
+            value = getattr(self, key) if value is None else value
+            return ConfigError(f"{setting_label(key, value, where)}: {problem}")
+
+        check_types(self, lambda key, value: setting_label(key, value, where))
         positive = (
             "clients",
             "aggregators",
@@ -56,18 +69,122 @@ class DemoConfig:
             "collect_window",
             "submit_timeout",
             "challenge_window",
+            "max_blocks",
         )
-        for name in positive:
-            if int(getattr(self, name)) < 1:
-                raise ConfigError(f"--{name.replace('_', '-')} must be at least 1")
+        for key in positive:
+            if getattr(self, key) < 1:
+                raise bad(key, "must be at least 1")
         if self.rotation not in ROTATIONS:
-            raise ConfigError(f"--rotation must be one of {sorted(ROTATIONS)}")
+            raise bad("rotation", f"must be one of {sorted(ROTATIONS)}")
         if self.min_updates is not None and not 1 <= self.min_updates <= self.clients:
-            raise ConfigError("--min-updates must be between 1 and --clients")
+            raise bad(
+                "min_updates", f"must be between 1 and the number of clients ({self.clients})"
+            )
         if not self.clip > 0:
-            raise ConfigError("--clip must be positive")
+            raise bad("clip", "must be positive")
+        if not 0 <= self.frac_bits <= 30:
+            raise bad("frac_bits", "must be in 0..30")
         if self.clip * 2**self.frac_bits > 2**30:
-            raise ConfigError("--clip * 2**frac_bits must not exceed 2**30")
+            raise bad(
+                "clip", f"clip * 2**frac_bits (frac_bits {self.frac_bits}) must not exceed 2**30"
+            )
+        if not self.alpha > 0:
+            raise bad("alpha", "must be positive")
+        if not self.lr > 0:
+            raise bad("lr", "must be positive")
+        if not 0 <= self.momentum < 1:
+            raise bad("momentum", "must be in [0, 1)")
+        if self.prox_mu < 0:
+            raise bad("prox_mu", "must be >= 0")
+        if self.seed < 0:
+            raise bad("seed", "must be >= 0")
         # Unknown rule, bad parameters, or too few clients for them: fail now, not mid-run.
-        rule = make_rule(self.rule, self.rule_params)
-        rule.check_num_updates(self.min_updates or self.clients)
+        try:
+            rule = make_rule(self.rule, self.rule_params)
+        except FedchainError as exc:
+            key = "rule" if "unknown aggregation rule" in str(exc) else "rule_params"
+            raise bad(key, str(exc)) from exc
+        try:
+            rule.check_num_updates(self.min_updates or self.clients)
+        except FedchainError as exc:
+            raise bad("min_updates" if self.min_updates else "clients", str(exc)) from exc
+
+
+#: CLI spelling of the DemoConfig fields whose option name is not ``--field-name``.
+OPTION_NAMES = {"rule_params": "--rule-param"}
+
+
+def setting_label(key: str, value: Any, where: str | None = None) -> str:
+    """How an error names a setting: ``--clients 'ten'`` or ``x.toml [run] clients = 'ten'``."""
+    if where:
+        return f"{where} {key} = {value!r}"
+    option = OPTION_NAMES.get(key, "--" + key.replace("_", "-"))
+    return f"{option} {value!r}"
+
+
+_TYPE_WORDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+
+
+def _describe(hint: Any) -> str:
+    options = typing.get_args(hint) if _is_union(hint) else (hint,)
+    words = [
+        _TYPE_WORDS.get(o, "a table") if o is not type(None) else "absent"
+        for o in options
+        if o is not type(None)
+    ]
+    return " or ".join(words)
+
+
+def _is_union(hint: Any) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType)
+
+
+def value_matches(value: Any, hint: Any) -> bool:
+    """True if ``value`` has the type ``hint`` promises (ints accepted for floats, never bools)."""
+    if _is_union(hint):
+        return any(value_matches(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is Any:
+        return True
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    origin = typing.get_origin(hint) or hint
+    if origin in (dict, Mapping, typing.Mapping):
+        return isinstance(value, Mapping)
+    if origin in (list, tuple, frozenset, set):
+        return isinstance(value, list | tuple | frozenset | set)
+    return True
+
+
+def check_types(obj: Any, label: typing.Callable[[str, Any], str]) -> None:
+    """Check every dataclass field of ``obj`` against its annotation (``ConfigError``).
+
+    ``label(key, value)`` names the offending setting in the message.
+    """
+    hints = typing.get_type_hints(type(obj))
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if not value_matches(value, hints[f.name]):
+            raise ConfigError(f"{label(f.name, value)}: expected {_describe(hints[f.name])}")
+
+
+def short_reason(exc: BaseException) -> str:
+    """The root cause of a connection failure in a few words (not a nested repr)."""
+    text = str(exc)
+    for marker, words in (
+        ("Connection refused", "connection refused (is the node running?)"),
+        ("timed out", "timed out"),
+        ("Name or service not known", "unknown host"),
+        ("No route to host", "no route to host"),
+    ):
+        if marker in text:
+            return words
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return first if len(first) <= 160 else first[:157] + "..."

@@ -184,7 +184,11 @@ class Demo:
         """Set up, drive every round to the end (or a stall), write the run directory."""
         cfg = self.cfg
         start = time.perf_counter()
-        self.setup()
+        try:
+            self.setup()
+        except FedchainError:
+            self._discard_empty_run_dir()
+            raise
         p = self.progress
         bad = self.scenario.byzantine_aggregators
         p.line(
@@ -261,6 +265,15 @@ class Demo:
                 + (" — LIVENESS LOST" if summary["liveness_lost"] else "")
             )
         return RunResult(self.run_dir, summary)
+
+    def _discard_empty_run_dir(self) -> None:
+        """A run that failed before its first block leaves no directory behind."""
+        self.events.close()
+        leftovers = {p.name for p in self.run_dir.iterdir()} - {"events.jsonl", "store"}
+        if not leftovers:
+            import shutil
+
+            shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def _end_round(self, out: IO[str], round_: int, wall: float, finalized: bool) -> None:
         record = self.recorder.record(round_, wall, self.aggregators, finalized=finalized)

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import inspect
 import tomllib
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -48,10 +49,10 @@ from typing import Any
 
 import numpy as np
 
-from aggregators.behaviours import Behaviour
+from aggregators.behaviours import TAMPERS, Behaviour
 from clients.data import Dataset
 from clients.node import DeltaHook, PayloadHook
-from fedchain.config import DemoConfig
+from fedchain.config import DemoConfig, check_types, value_matches
 from protocol.errors import ConfigError
 from protocol.payloads import ModelLayout, encode_update
 
@@ -150,9 +151,77 @@ class Scenario:
 def _rounds(value: Any, where: str) -> frozenset[int] | None:
     if value is None:
         return None
-    if not isinstance(value, list) or not all(isinstance(v, int) and v >= 1 for v in value):
-        raise ConfigError(f"{where}: rounds must be a list of round numbers >= 1")
+    if not isinstance(value, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value
+    ):
+        raise ConfigError(f"{where} rounds = {value!r}: must be a list of round numbers >= 1")
     return frozenset(value)
+
+
+#: The type of every key of the scenario tables (checked before use).
+AGGREGATOR_KEY_TYPES: dict[str, Any] = {
+    "index": int,
+    "publish": str,
+    "params": dict,
+    "rounds": list,
+    "challenger": str,
+    "pbft": str,
+    "crash_at": str,
+    "crash_round": int,
+    "restart_after_blocks": int,
+}
+CLIENT_KEY_TYPES: dict[str, Any] = {"index": int, "attack": str, "params": dict, "rounds": list}
+EXPECT_KEY_TYPES: dict[str, Any] = {"outcome": str, "identical_to_honest": bool}
+
+
+def _table(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where} {key} = {value!r}: expected a table [{key}]")
+    return value
+
+
+def _tables(data: Mapping[str, Any], key: str, where: str) -> list[Mapping[str, Any]]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(t, Mapping) for t in value):
+        raise ConfigError(f"{where} {key}: expected an array of tables [[{key}]]")
+    return value
+
+
+def _check_table_types(table: Mapping[str, Any], types: Mapping[str, Any], where: str) -> None:
+    for key, value in table.items():
+        if key in types and not value_matches(value, types[key]):
+            raise ConfigError(f"{where} {key} = {value!r}: expected {_type_word(types[key])}")
+
+
+def _type_word(hint: Any) -> str:
+    return {
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        bool: "true or false",
+        dict: "a table",
+        list: "a list",
+    }.get(hint, str(hint))
+
+
+def _client_attacks() -> Mapping[str, Any]:
+    from clients.attacks import CLIENT_ATTACKS
+
+    return CLIENT_ATTACKS
+
+
+def _check_params(fn: Callable[..., Any], params: Mapping[str, Any], where: str) -> None:
+    """Each given parameter must have the type ``fn`` declares for it."""
+    try:
+        hints = typing.get_type_hints(fn)
+    except (NameError, TypeError):  # unresolvable annotations: the call itself will check
+        return
+    for key, value in params.items():
+        if key in hints and not value_matches(value, hints[key]):
+            raise ConfigError(
+                f"{where} params.{key} = {value!r}: expected {_type_word(hints[key])}"
+            )
 
 
 def _check_keys(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
@@ -165,13 +234,13 @@ def scenario_from_dict(data: Mapping[str, Any], source: str | None = None) -> Sc
     """Build and validate a :class:`Scenario` from parsed TOML."""
     where = source or "scenario"
     _check_keys(data, {"run", "aggregator", "client", "pbft", "expect"}, where)
-    run = dict(data.get("run", {}))
+    run = dict(_table(data, "run", where))
     allowed = {f.name for f in fields(DemoConfig)}
     _check_keys(run, allowed, f"{where} [run]")
     if source and "name" not in run:
         run["name"] = Path(source).stem
     cfg = DemoConfig(**run)
-    cfg.validate()
+    cfg.validate(where=f"{where} [run]")
     behaviours: dict[int, Behaviour] = {}
     keys = {
         "index",
@@ -184,43 +253,67 @@ def scenario_from_dict(data: Mapping[str, Any], source: str | None = None) -> Sc
         "crash_round",
         "restart_after_blocks",
     }
-    for i, table in enumerate(data.get("aggregator", [])):
+    for i, table in enumerate(_tables(data, "aggregator", where)):
         w = f"{where} [[aggregator]] #{i + 1}"
         _check_keys(table, keys, w)
+        _check_table_types(table, AGGREGATOR_KEY_TYPES, w)
         index = table.get("index")
         if not isinstance(index, int) or not 0 <= index < cfg.aggregators:
-            raise ConfigError(f"{w}: index must be in 0..{cfg.aggregators - 1}")
+            raise ConfigError(f"{w} index = {index!r}: must be in 0..{cfg.aggregators - 1}")
         if index in behaviours:
             raise ConfigError(f"{w}: aggregator {index} is described twice")
-        behaviours[index] = Behaviour(
-            publish=table.get("publish", "honest"),
-            params=dict(table.get("params", {})),
-            rounds=_rounds(table.get("rounds"), w),
-            challenger=table.get("challenger", "honest"),
-            pbft=table.get("pbft", "honest"),
-            crash_at=table.get("crash_at"),
-            crash_round=table.get("crash_round"),
-            restart_after_blocks=table.get("restart_after_blocks"),
-        )
+        if table.get("publish") in TAMPERS:
+            _check_params(TAMPERS[table["publish"]], table.get("params", {}), w)
+        try:
+            behaviours[index] = Behaviour(
+                publish=table.get("publish", "honest"),
+                params=dict(table.get("params", {})),
+                rounds=_rounds(table.get("rounds"), w),
+                challenger=table.get("challenger", "honest"),
+                pbft=table.get("pbft", "honest"),
+                crash_at=table.get("crash_at"),
+                crash_round=table.get("crash_round"),
+                restart_after_blocks=table.get("restart_after_blocks"),
+            )
+        except ConfigError as exc:
+            raise ConfigError(f"{w}: {exc}") from exc
     clients: dict[int, ClientBehaviour] = {}
-    for i, table in enumerate(data.get("client", [])):
+    for i, table in enumerate(_tables(data, "client", where)):
         w = f"{where} [[client]] #{i + 1}"
-        _check_keys(table, {"index", "attack", "params", "rounds"}, w)
+        _check_keys(table, set(CLIENT_KEY_TYPES), w)
+        _check_table_types(table, CLIENT_KEY_TYPES, w)
         index = table.get("index")
         if not isinstance(index, int) or not 0 <= index < cfg.clients:
-            raise ConfigError(f"{w}: index must be in 0..{cfg.clients - 1}")
-        clients[index] = ClientBehaviour(
-            attack=str(table.get("attack")),
-            params=dict(table.get("params", {})),
-            rounds=_rounds(table.get("rounds"), w),
-        )
-    pbft_table = dict(data.get("pbft", {}))
+            raise ConfigError(f"{w} index = {index!r}: must be in 0..{cfg.clients - 1}")
+        attack_spec = _client_attacks().get(str(table.get("attack")))
+        if attack_spec is not None:
+            _check_params(attack_spec.fn, table.get("params", {}), w)
+        try:
+            clients[index] = ClientBehaviour(
+                attack=str(table.get("attack")),
+                params=dict(table.get("params", {})),
+                rounds=_rounds(table.get("rounds"), w),
+            )
+        except ConfigError as exc:
+            raise ConfigError(f"{w}: {exc}") from exc
+    pbft_table = dict(_table(data, "pbft", where))
     _check_keys(pbft_table, {f.name for f in fields(PbftNetConfig)}, f"{where} [pbft]")
-    expect = dict(data.get("expect", {}))
-    _check_keys(expect, {"outcome", "identical_to_honest"}, f"{where} [expect]")
+    pbft = PbftNetConfig(**pbft_table)
+    check_types(pbft, lambda key, value: f"{where} [pbft] {key} = {value!r}")
+    for key in ("drop", "duplicate"):
+        if not 0 <= getattr(pbft, key) < 1:
+            raise ConfigError(f"{where} [pbft] {key} = {getattr(pbft, key)!r}: must be in [0, 1)")
+    for key in ("max_delay", "gst", "max_ticks"):
+        if getattr(pbft, key) < 0:
+            raise ConfigError(f"{where} [pbft] {key} = {getattr(pbft, key)!r}: must be >= 0")
+    expect = dict(_table(data, "expect", where))
+    _check_keys(expect, set(EXPECT_KEY_TYPES), f"{where} [expect]")
+    _check_table_types(expect, EXPECT_KEY_TYPES, f"{where} [expect]")
     if expect.get("outcome", "safe") not in OUTCOMES:
-        raise ConfigError(f"{where} [expect]: outcome must be one of {OUTCOMES}")
-    return Scenario(cfg, behaviours, clients, PbftNetConfig(**pbft_table), source, expect)
+        raise ConfigError(
+            f"{where} [expect] outcome = {expect['outcome']!r}: must be one of {OUTCOMES}"
+        )
+    return Scenario(cfg, behaviours, clients, pbft, source, expect)
 
 
 OUTCOMES = ("safe", "safety-violated", "liveness-lost")
@@ -259,9 +352,15 @@ def load_scenario(path: str | Path) -> Scenario:
     try:
         data = tomllib.loads(p.read_text())
     except FileNotFoundError as exc:
-        raise ConfigError(f"no scenario file at {p}") from exc
+        raise ConfigError(f"scenario {str(p)!r}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"scenario {str(p)!r}: is a directory, not a TOML file") from exc
+    except PermissionError as exc:
+        raise ConfigError(f"scenario {str(p)!r}: permission denied") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"scenario {str(p)!r}: not a UTF-8 text file") from exc
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: invalid TOML: {exc}") from exc
+        raise ConfigError(f"scenario {str(p)!r}: invalid TOML: {exc}") from exc
     return scenario_from_dict(data, str(p))
 
 

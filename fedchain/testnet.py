@@ -117,7 +117,10 @@ def up(
     from fedchain.runner import Demo
     from protocol.metrics import Progress
 
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--dir {str(directory)!r}: cannot create it ({exc.strerror})") from exc
     if _spec_path(directory).exists():
         existing = load_spec(directory)
         if any(is_running(p) for p in _all_pids(directory, existing)):

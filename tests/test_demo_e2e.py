@@ -8,6 +8,7 @@ import pytest
 
 from adapters.contract import Phase
 from fedchain.cli import main
+from fedchain.driver.events import read_events
 from fedchain.runner import Demo, DemoConfig
 from protocol.cid import cid_from_digest
 from protocol.errors import ConfigError
@@ -44,6 +45,20 @@ def test_two_rounds_finalize_by_the_contracts_choice(tmp_path) -> None:
     assert gas["submitUpdate"]["count"] == 8
     assert gas["submitAggregate"]["count"] == 2 and gas["finalize"]["count"] == 2
     assert json.loads((result.run_dir / "summary.json").read_text()) == s
+    # The live event log tells the same story as the records.
+    events = read_events(result.run_dir / "events.jsonl")
+    kinds = [e["kind"] for e in events]
+    assert kinds[0] == "run_started" and kinds[-1] == "run_finished"
+    assert sum(1 for e in events if e["kind"] == "update_registered") == 8
+    finals = [e for e in events if e["kind"] == "round_finalized"]
+    assert [(e["round"], e["accuracy"], e["digest"]) for e in finals] == [
+        (r["round"], r["accuracy"], r["digest"]) for r in records
+    ]
+    for r in records:  # phases of each round in protocol order
+        phases = [e["phase"] for e in events if e["kind"] == "phase" and e["round"] == r["round"]]
+        assert phases == ["collecting", "aggregating", "submitted", "finalized"]
+    chosen = [e["aggregator"] for e in events if e["kind"] == "chosen"]
+    assert chosen == [r["aggregator_name"] for r in records]
 
 
 def test_same_seed_gives_the_same_models_and_another_seed_does_not(tmp_path) -> None:

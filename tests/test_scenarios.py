@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from fedchain.cli import main
+from fedchain.driver.events import read_events
 from fedchain.report import collect, markdown_table
 from fedchain.runner import run_scenario
 from fedchain.scenario import load_scenario, outcome_of, scenario_from_dict
@@ -58,6 +59,18 @@ def test_faulty_aggregate_is_rejected_and_the_model_equals_the_honest_run(tmp_pa
     assert faults["false_rejections"] == 0 and faults["faulty_finalized"] == 0
     assert outcome_of(summary) == "safe"
     assert summary["final_model_digest"] == honest["final_model_digest"]
+    # The event log shows the dispute as it happened: challenge, verdict, slashing.
+    run_dir = Path(scenario.config.out)
+    (log,) = [p for p in run_dir.glob("*agg-noise/events.jsonl")]
+    events = read_events(log)
+    kinds = [e["kind"] for e in events]
+    faulty = next(e for e in events if e["kind"] == "aggregate_submitted" and e["faulty"])
+    assert kinds.index("challenge") < kinds.index("dispute") < kinds.index("dispute_resolved")
+    assert next(e for e in events if e["kind"] == "dispute_resolved")["verdict"] == "faulty"
+    (slash,) = [e for e in events if e["kind"] == "slashed"]
+    assert slash["aggregator"] == faulty["aggregator"] and slash["amount"] > 0
+    stakes = [e for e in events if e["kind"] == "stakes"][-1]["aggregators"]
+    assert stakes[faulty["aggregator"]]["slashed"] is True
     assert faults["dispute_gas_total"] > 0
     run_dir = Path(summary["config"]["out"])
     rows = collect([run_dir])

@@ -27,9 +27,10 @@ from clients.models import build_model, get_params, param_spec
 from clients.node import ClientNode
 from clients.training import TrainConfig
 from consensus.messages import Domain
-from fedchain.config import ROTATIONS, WEI_PER_ETH, DemoConfig
+from fedchain.config import ROTATIONS, WEI_PER_ETH, DemoConfig, short_reason
 from fedchain.scenario import Scenario, client_attack_hooks
 from protocol.cid import sha256_digest
+from protocol.errors import ChainError, ConfigError, StorageError
 from protocol.fixedpoint import INT32_MAX, NumericFormat, quantise
 from protocol.manifest import TaskManifest
 from protocol.metrics import PhaseClock
@@ -42,11 +43,19 @@ def federated_data(cfg: DemoConfig) -> tuple[Dataset, Dataset, list[np.ndarray]]
     Every process of a testnet calls this with the same configuration and gets the same
     split, so a client process needs nothing but the configuration and its index.
     """
-    train, test = load_dataset(cfg.dataset, seed=cfg.seed)
+    try:
+        train, test = load_dataset(cfg.dataset, seed=cfg.seed)
+    except ConfigError as exc:
+        raise ConfigError(f"--dataset {cfg.dataset!r}: {exc}") from exc
     options: dict[str, Any] = {"alpha": cfg.alpha} if cfg.partition == "dirichlet" else {}
-    parts = partition(
-        cfg.partition, labels=train.y, num_clients=cfg.clients, seed=cfg.seed, **options
-    )
+    try:
+        parts = partition(
+            cfg.partition, labels=train.y, num_clients=cfg.clients, seed=cfg.seed, **options
+        )
+    except ConfigError as exc:
+        raise ConfigError(
+            f"--partition {cfg.partition!r} with --clients {cfg.clients}: {exc}"
+        ) from exc
     return train, test, parts
 
 
@@ -102,16 +111,33 @@ def task_config(cfg: DemoConfig, initial_digest: bytes, manifest_digest: bytes) 
 
 def open_chain(cfg: DemoConfig, num_accounts: int) -> Chain:
     """The embedded chain, or the JSON-RPC node of ``--rpc-url`` with funded accounts."""
-    if cfg.rpc_url:
-        from adapters.services import ANVIL_FUNDING_KEY
+    if not cfg.rpc_url:
+        return Chain.embedded(num_accounts=num_accounts, seed=cfg.seed)
+    from eth_account import Account
 
-        return Chain.connect(
-            cfg.rpc_url,
-            funding_key=cfg.funding_key or ANVIL_FUNDING_KEY,
-            num_accounts=num_accounts,
-            seed=cfg.seed,
-        )
-    return Chain.embedded(num_accounts=num_accounts, seed=cfg.seed)
+    from adapters.services import ANVIL_FUNDING_KEY
+
+    key = cfg.funding_key or ANVIL_FUNDING_KEY
+    try:
+        Account.from_key(key)
+    except (ValueError, TypeError) as exc:  # never echo a key, not even a malformed one
+        raise ConfigError("--funding-key: not a valid secp256k1 private key") from exc
+    try:
+        return Chain.connect(cfg.rpc_url, funding_key=key, num_accounts=num_accounts, seed=cfg.seed)
+    except ChainError as exc:
+        raise ConfigError(f"--rpc-url {cfg.rpc_url!r}: {short_reason(exc)}") from exc
+
+
+def open_run_store(cfg: DemoConfig, run_dir: Path) -> ContentStore:
+    """The run's content store: ``--store`` (a directory or ``ipfs:<multiaddr>``) or the run's."""
+    if not cfg.store:
+        return LocalStore(run_dir / "store")
+    try:
+        return open_store(cfg.store)
+    except OSError as exc:
+        raise ConfigError(f"--store {cfg.store!r}: {exc.strerror or exc}") from exc
+    except StorageError as exc:
+        raise ConfigError(f"--store {cfg.store!r}: {short_reason(exc)}") from exc
 
 
 @dataclass
@@ -213,16 +239,22 @@ class Deployment:
 
 def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
     """Build the task, deploy the contract, register every node and start the task."""
-    store: ContentStore = open_store(cfg.store) if cfg.store else LocalStore(run_dir / "store")
     train, test, parts = federated_data(cfg)
+    chain = open_chain(cfg, num_accounts=1 + cfg.aggregators + cfg.clients)
+    store = open_run_store(cfg, run_dir)
     model = build_model(cfg.model, train.input_shape, train.num_classes, seed=cfg.seed)
     layout = ModelLayout.from_spec(param_spec(model))
     manifest = task_manifest(cfg, train, layout)
     initial = quantise(layout.flatten(get_params(model)), cfg.frac_bits, INT32_MAX)
     initial_payload = encode_global_state(layout, GlobalState(0, initial, {}))
-    store.put(initial_payload)
-    store.put(manifest.to_bytes())
-    chain = open_chain(cfg, num_accounts=1 + cfg.aggregators + cfg.clients)
+    try:
+        store.put(initial_payload)
+    except StorageError as exc:
+        raise ConfigError(f"--store {cfg.store!r}: {short_reason(exc)}") from exc
+    try:
+        store.put(manifest.to_bytes())
+    except StorageError as exc:
+        raise ConfigError(f"--store {cfg.store!r}: {short_reason(exc)}") from exc
     deployer = chain.accounts[0]
     agg_accounts = chain.accounts[1 : 1 + cfg.aggregators]
     client_accounts = chain.accounts[1 + cfg.aggregators :]
