@@ -1,151 +1,225 @@
 """Content-addressed storage: an embedded on-disk store and a real IPFS node adapter.
 
-The interface is deliberately small (``put``/``get``/``has``) so it runs against the
-embedded store, js-ipfs or Kubo alike. Every read recomputes the CID of the bytes returned
-and refuses a mismatch, so a corrupt disk or a lying node can never feed a payload to an
-aggregator under the wrong digest.
+A payload is stored as a UnixFS file — the DAG ``ipfs add --cid-version 1 --raw-leaves``
+builds (:mod:`protocol.unixfs`, ``docs/storage.md``) — so any IPFS node can ``ipfs cat`` it.
+The interface is deliberately small (``put``/``get``/``has`` by CID, and
+:func:`get_by_digest`/:func:`has_digest` by on-chain digest) so it runs against the
+embedded store, js-ipfs or Kubo alike. Every block read is hashed and refused on a mismatch
+(:class:`DigestMismatch`) before its bytes are used, and a DAG that is not the canonical
+one for its content is refused too, so a corrupt disk or a lying node can never feed a
+payload to an aggregator under the wrong digest. Large payloads are written and read block
+by block: memory is one 256 KiB block plus, for ``get``, the payload being returned.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import io
 import os
 import tempfile
 import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from protocol.cid import cid_from_digest, cid_of, digest_from_cid, sha256_digest
+from protocol.cid import block_cid, cid_for_digest, dag_pb_cid, parse_cid, raw_cid
 from protocol.errors import ContentNotFound, DigestMismatch, StorageError
+from protocol.unixfs import CHUNK_SIZE, DagBuilder, dag_complete, is_file_root, iter_file
 
 
 @runtime_checkable
 class ContentStore(Protocol):
-    """What every storage backend offers."""
+    """What every storage backend offers.
+
+    CIDs are base32 CIDv1, sha2-256, codec raw (one block) or dag-pb (a UnixFS file root).
+    Blocks are keyed by their multihash, as in IPFS blockstores: ``get`` of the raw CID of
+    any stored block's digest returns that block, whatever codec it was stored under —
+    :func:`get_by_digest` relies on it.
+    """
 
     def put(self, data: bytes) -> str:
-        """Store ``data``; return its CID (CIDv1, raw, sha2-256)."""
+        """Store ``data`` as a UnixFS file; return its root CID
+        (:func:`protocol.cid.content_cid`)."""
         ...
 
     def get(self, cid: str) -> bytes:
-        """Return the bytes stored under ``cid``, verified against it."""
+        """The content under ``cid`` — a raw CID's block, a dag-pb CID's file — every block
+        verified."""
         ...
 
     def has(self, cid: str) -> bool:
-        """Tell whether content for ``cid`` is available."""
+        """Tell whether every block under ``cid`` is available."""
         ...
 
 
 def verified(cid: str, data: bytes) -> bytes:
-    """Return ``data`` if it hashes to ``cid``; raise :class:`DigestMismatch` otherwise."""
-    expected = digest_from_cid(cid)
-    if sha256_digest(data) != expected:
+    """Return the block ``data`` if it hashes to ``cid``; raise :class:`DigestMismatch`."""
+    if hashlib.sha256(data).digest() != parse_cid(cid)[1]:
         raise DigestMismatch(f"content returned for {cid} does not hash to it")
     return data
 
 
 def get_by_digest(store: ContentStore, digest: bytes) -> bytes:
-    """Fetch the payload whose on-chain digest is ``digest``."""
-    return store.get(cid_from_digest(digest))
+    """The payload whose on-chain digest is ``digest``.
+
+    Fetches the root block under the raw spelling of the digest: a UnixFS file root
+    (:func:`protocol.unixfs.is_file_root`) is then read as the file under its dag-pb CID,
+    any other block is the payload itself.
+    """
+    root = store.get(raw_cid(digest))
+    return store.get(dag_pb_cid(digest)) if is_file_root(root) else root
 
 
-class LocalStore:
+def has_digest(store: ContentStore, digest: bytes) -> bool:
+    """Whether the whole payload with on-chain digest ``digest`` is available (its root block
+    missing or corrupt: False; an unreachable store raises :class:`StorageError`)."""
+    try:
+        root = store.get(raw_cid(digest))
+    except (ContentNotFound, DigestMismatch):
+        return False
+    return store.has(dag_pb_cid(digest)) if is_file_root(root) else True
+
+
+def resolve_cid(store: ContentStore, digest: bytes) -> str | None:
+    """The CID of the content with on-chain digest ``digest`` (``ipfs cat`` it), or None if
+    its root block is not available."""
+    try:
+        root = store.get(raw_cid(digest))
+    except (ContentNotFound, DigestMismatch):
+        return None
+    return cid_for_digest(digest, root)
+
+
+class _DagStore:
+    """``get``/``has``/``iter_content``/``put`` over a store's block primitives."""
+
+    def _fetch(self, codec: int, digest: bytes) -> bytes:
+        """The block stored under ``digest``, unverified; :class:`ContentNotFound` if absent."""
+        raise NotImplementedError
+
+    def _exists(self, codec: int, digest: bytes) -> bool:
+        raise NotImplementedError
+
+    def put_stream(self, chunks: Iterable[bytes | bytearray | memoryview]) -> str:
+        """Store the payload made of ``chunks`` (any sizes) block by block; return its CID."""
+        raise NotImplementedError
+
+    def put(self, data: bytes) -> str:
+        return self.put_stream((data,))
+
+    def iter_content(self, cid: str, *, max_size: int | None = None) -> Iterator[bytes]:
+        """Yield the content under ``cid`` block by block, each verified before it is yielded;
+        the DAG's canonical form is confirmed when the iterator ends (see
+        :func:`protocol.unixfs.iter_file`)."""
+        codec, digest = parse_cid(cid)
+        return iter_file(codec, digest, self._fetch, max_size=max_size)
+
+    def get(self, cid: str) -> bytes:
+        pieces = self.iter_content(cid)
+        first = next(pieces)
+        second = next(pieces, None)
+        if second is None:  # one block: no copy
+            return first
+        out = io.BytesIO()  # grows in place; getvalue() hands over its buffer without a copy
+        out.write(first)
+        out.write(second)
+        for piece in pieces:
+            out.write(piece)
+        return out.getvalue()
+
+    def has(self, cid: str) -> bool:
+        codec, digest = parse_cid(cid)
+        return dag_complete(codec, digest, self._fetch, self._exists)
+
+
+class LocalStore(_DagStore):
     """Embedded content-addressed store: one file per block under ``root``.
 
-    Writes are atomic (temporary file + rename), so a crash never leaves a partial block
-    under a valid name; a block written twice is stored once.
+    Blocks are named by the raw CID of their digest (the multihash, as IPFS keys them), in
+    ``root/<last two characters>/``. Writes are atomic (temporary file + rename), so a crash
+    never leaves a partial block under a valid name; a block written twice is stored once.
+    A file's blocks are written children first and its root last, so a present root means
+    the whole DAG was written.
     """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
 
-    def _path(self, cid: str) -> Path:
-        digest_from_cid(cid)  # validates the CID's form before it becomes a path
-        return self.root / cid[-2:] / cid
+    def _path(self, digest: bytes) -> Path:
+        name = raw_cid(digest)
+        return self.root / name[-2:] / name
 
-    def put(self, data: bytes) -> str:
-        cid = cid_of(data)
-        path = self._path(cid)
+    def _fetch(self, codec: int, digest: bytes) -> bytes:
+        try:
+            return self._path(digest).read_bytes()
+        except FileNotFoundError as exc:
+            raise ContentNotFound(f"no content stored for {block_cid(codec, digest)}") from exc
+
+    def _exists(self, codec: int, digest: bytes) -> bool:
+        return self._path(digest).exists()
+
+    def _write(self, codec: int, digest: bytes, block: bytes) -> None:
+        path = self._path(digest)
         if path.exists():
-            return cid
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         try:
             with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
+                fh.write(block)
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
-        return cid
 
-    def get(self, cid: str) -> bytes:
-        path = self._path(cid)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError as exc:
-            raise ContentNotFound(f"no content stored for {cid}") from exc
-        return verified(cid, data)
-
-    def has(self, cid: str) -> bool:
-        return self._path(cid).exists()
+    def put_stream(self, chunks: Iterable[bytes | bytearray | memoryview]) -> str:
+        builder = DagBuilder(self._write)
+        for chunk in chunks:
+            builder.write(chunk)
+        return block_cid(*builder.finish())
 
     def __repr__(self) -> str:
         return f"LocalStore({str(self.root)!r})"
 
 
-class IpfsStore:
+class IpfsStore(_DagStore):
     """A real IPFS node (js-ipfs or Kubo) reached through its HTTP RPC API.
 
     ``api`` is the node's API multiaddr (``/ip4/127.0.0.1/tcp/5001/http``) or URL
-    (``http://127.0.0.1:5001``). Blocks are written with ``block/put`` as CIDv1, codec raw,
-    sha2-256 and pinned, so the node's CID is exactly :func:`protocol.cid.cid_of`; the CID the
-    node answers with is checked against ours, and every read is verified against its CID.
+    (``http://127.0.0.1:5001``).
 
-    The two daemons spell ``block/put`` differently: js-ipfs takes ``format=raw&version=1``
-    and ignores ``cid-codec`` (it would silently store dag-pb), Kubo takes ``cid-codec=raw``
-    and accepts the legacy ``format=raw`` alongside it. The first request sends both
-    spellings; if a node refuses it or answers with another CID form, the Kubo-only and
-    legacy-only spellings are tried, and the one that worked is kept for later puts.
+    ``put`` streams the payload to ``add`` with the options of :data:`ADD_OPTIONS` (CIDv1,
+    raw leaves, 256 KiB fixed-size chunks, balanced layout, sha2-256, pinned) — the DAG
+    :mod:`protocol.unixfs` builds — while hashing it locally, and refuses the put
+    (:class:`DigestMismatch`) unless the node's root CID equals ours. The body is sent
+    chunked (js-ipfs refuses a ``Content-Length`` over 1 MiB, not a chunked body), so
+    payloads of any size go through with memory bounded by one chunk.
 
-    Reads ask the node for its *local* blocks only (``offline=true``: the testnet's parties
+    Reads walk the DAG with ``block/get``, one block per request, each verified before use.
+    They ask the node for its *local* blocks only (``offline=true``: the testnet's parties
     share one node) and bound the daemon's wait with its ``timeout`` option: js-ipfs never
     answers "not found" for a missing block, it waits for the network. So a block the node
     does not hold costs ``probe_timeout`` seconds in :meth:`has` (False) and :meth:`get`
     (:class:`ContentNotFound`); a held block answers in milliseconds. An unreachable node
     raises :class:`StorageError` in every method (``has`` does not turn it into False).
-
-    One payload is one block, at most ``MAX_BLOCK`` = 1 MiB (Kubo's block limit; bigger
-    blocks cannot be exchanged between IPFS nodes). Bigger payloads would need chunking into
-    a DAG, which this adapter does not do: it refuses them clearly before sending anything.
     """
 
-    MAX_BLOCK = 1 << 20
-
-    #: ``block/put`` parameter sets, tried in this order (see the class docstring).
-    PUT_VARIANTS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
-        (
-            "js-ipfs+kubo",
-            (
-                ("format", "raw"),
-                ("cid-codec", "raw"),
-                ("version", "1"),
-                ("mhtype", "sha2-256"),
-                ("cid-base", "base32"),
-                ("pin", "true"),
-            ),
-        ),
-        (
-            "kubo",
-            (("cid-codec", "raw"), ("mhtype", "sha2-256"), ("cid-base", "base32"), ("pin", "true")),
-        ),
-        (
-            "legacy",
-            (("format", "raw"), ("version", "1"), ("mhtype", "sha2-256"), ("cid-base", "base32")),
-        ),
+    #: ``add`` options: the same DAG as :func:`protocol.unixfs.build` (Kubo and js-ipfs
+    #: spell them alike).
+    ADD_OPTIONS: tuple[tuple[str, str], ...] = (
+        ("cid-version", "1"),
+        ("raw-leaves", "true"),
+        ("chunker", f"size-{CHUNK_SIZE}"),
+        ("trickle", "false"),
+        ("hash", "sha2-256"),
+        ("pin", "true"),
+        ("wrap-with-directory", "false"),
+        ("cid-base", "base32"),  # js-ipfs answers base58btc otherwise
     )
+    _BOUNDARY = "fedchain-unixfs-payload"
 
     def __init__(
         self,
@@ -167,13 +241,14 @@ class IpfsStore:
         self.api = _api_multiaddr(api)
         self.timeout = timeout
         self.probe_timeout = probe_timeout
-        self._variant = 0
         self._ipfshttpclient = ipfshttpclient
         self._local = threading.local()
         try:
             self._http()  # validates the address now, not at the first request
         except Exception as exc:  # AddressError and friends
             raise StorageError(f"bad IPFS API address {api!r}: {exc}") from exc
+
+    # -- HTTP ------------------------------------------------------------------------------
 
     def _http(self, fresh: bool = False) -> Any:
         """This thread's HTTP client. Each thread keeps its own keep-alive session
@@ -189,8 +264,6 @@ class IpfsStore:
             client = self._ipfshttpclient.Client(addr=self.api, timeout=self.timeout, session=True)
             local.client, local.pid = client, os.getpid()
         return client._client
-
-    # -- HTTP ------------------------------------------------------------------------------
 
     def _call(
         self, path: str, *, read: bool = False, timeout: float | None = None, **kwargs: Any
@@ -230,69 +303,21 @@ class IpfsStore:
     def _read_opts(self) -> dict[str, str]:
         return {"offline": "true", "timeout": f"{max(1, round(self.probe_timeout * 1000))}ms"}
 
-    # -- ContentStore ----------------------------------------------------------------------
+    # -- blocks ----------------------------------------------------------------------------
 
-    def put(self, data: bytes) -> str:
-        if len(data) > self.MAX_BLOCK:
-            raise StorageError(
-                f"payload of {len(data)} bytes exceeds the IPFS block limit of {self.MAX_BLOCK} "
-                "bytes (1 MiB); this adapter stores one payload as one block and does not chunk"
-            )
-        from ipfshttpclient import multipart
-
-        cid = cid_of(data)
-        order = [self._variant] + [i for i in range(len(self.PUT_VARIANTS)) if i != self._variant]
-        refused: list[str] = []
-        for index in order:
-            name, opts = self.PUT_VARIANTS[index]
-            resp: Any = None
-            for attempt in (1, 2):
-                stream = multipart.BytesFileStream(data, name="data", chunk_size=1 << 16)
-                try:
-                    resp = self._call(
-                        "/block/put",
-                        opts=dict(opts),
-                        data=stream.body(),
-                        headers=stream.headers(),
-                        decoder="json",
-                    )
-                    break
-                except _Unreachable:
-                    if attempt == 2:  # a second, fresh connection failed too
-                        raise
-                except StorageError as exc:
-                    refused.append(f"{name}: {exc}")
-                    break
-            if resp is None:
-                continue
-            got = _put_key(resp)
-            if got == cid:
-                self._variant = index
-                return cid
-            try:
-                digest_from_cid(got)
-            except StorageError:
-                refused.append(f"{name}: the node answered {got!r}, not a raw CIDv1")
-                continue
-            raise DigestMismatch(f"IPFS node stored the block as {got}, expected {cid}")
-        raise StorageError(
-            f"IPFS node at {self.api} did not store a raw CIDv1 block: " + "; ".join(refused)
-        )
-
-    def get(self, cid: str) -> bytes:
-        digest_from_cid(cid)
+    def _fetch(self, codec: int, digest: bytes) -> bytes:
+        cid = block_cid(codec, digest)
         data = self._call("/block/get", read=True, args=(cid,), opts=self._read_opts())
         if not isinstance(data, bytes | bytearray):
             raise StorageError(f"IPFS node at {self.api} answered block/get with {type(data)}")
-        return verified(cid, bytes(data))
+        return bytes(data)
 
-    def has(self, cid: str) -> bool:
-        digest_from_cid(cid)
+    def _exists(self, codec: int, digest: bytes) -> bool:
         try:
             resp = self._call(
                 "/block/stat",
                 read=True,
-                args=(cid,),
+                args=(block_cid(codec, digest),),
                 opts=self._read_opts(),
                 decoder="json",
                 timeout=self.probe_timeout + 5.0,
@@ -300,6 +325,54 @@ class IpfsStore:
         except ContentNotFound:
             return False
         return bool(resp)
+
+    # -- ContentStore ----------------------------------------------------------------------
+
+    def put(self, data: bytes) -> str:
+        try:
+            return self.put_stream((data,))
+        except _Unreachable:
+            # The node may have dropped an idle keep-alive connection as it was reused; the
+            # bytes are at hand, so send them once more on a fresh connection.
+            self._http(fresh=True)
+            return self.put_stream((data,))
+
+    def put_stream(self, chunks: Iterable[bytes | bytearray | memoryview]) -> str:
+        builder = DagBuilder()
+
+        def body() -> Iterator[bytes]:
+            yield (
+                f"--{self._BOUNDARY}\r\n"
+                'Content-Disposition: form-data; name="file"; filename="payload"\r\n'
+                "Content-Type: application/octet-stream\r\n\r\n"
+            ).encode()
+            for chunk in chunks:
+                view = memoryview(chunk).cast("B")
+                builder.write(view)
+                for start in range(0, len(view), CHUNK_SIZE):
+                    yield bytes(view[start : start + CHUNK_SIZE])
+            yield f"\r\n--{self._BOUNDARY}--\r\n".encode()
+
+        resp = self._call(
+            "/add",
+            opts=dict(self.ADD_OPTIONS),
+            data=body(),
+            headers={"Content-Type": f"multipart/form-data; boundary={self._BOUNDARY}"},
+            decoder="json",
+        )
+        got = _added_cid(resp)
+        codec, digest = builder.finish()
+        expected = block_cid(codec, digest)
+        try:
+            same = parse_cid(got) == (codec, digest)
+        except StorageError:
+            same = False
+        if not same:
+            raise DigestMismatch(
+                f"IPFS node at {self.api} stored the payload as {got}, expected {expected} "
+                "(does it honour the add options raw-leaves, cid-version 1, chunker size-262144?)"
+            )
+        return expected
 
     def __repr__(self) -> str:
         return f"IpfsStore({self.api!r})"
@@ -327,11 +400,12 @@ def _error_text(exc: BaseException) -> str:
     return "; ".join(parts) or type(exc).__name__
 
 
-def _put_key(resp: Any) -> str:
+def _added_cid(resp: Any) -> str:
+    """The root CID in an ``add`` answer (NDJSON: one object per file, the last is ours)."""
     item = resp[-1] if isinstance(resp, list) and resp else resp
-    key = item.get("Key") if isinstance(item, dict) else None
+    key = item.get("Hash") if isinstance(item, dict) else None
     if not isinstance(key, str):
-        raise StorageError(f"unexpected block/put answer: {resp!r}")
+        raise StorageError(f"unexpected add answer: {resp!r}")
     return key
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from aggregators.base import AggregationInput, AggregationRule
 from aggregators.registry import make_rule
-from protocol.cid import sha256_digest
+from protocol.cid import content_digest
 from protocol.errors import CodecError, RuleParameterError
 from protocol.manifest import TaskManifest
 from protocol.payloads import GlobalState, decode_global_state, decode_update, encode_global_state
@@ -107,7 +107,7 @@ def execute_round(
     return RoundResult(
         round=round_,
         payload=payload,
-        digest=sha256_digest(payload),
+        digest=content_digest(payload),
         included=tuple(included),
         excluded=excluded,
         selected=selected,

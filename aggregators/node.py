@@ -29,10 +29,10 @@ from eth_account.signers.local import LocalAccount
 
 from adapters.chain import Chain
 from adapters.contract import Phase, RoundInfo, TaskContract
-from adapters.storage import ContentStore
+from adapters.storage import ContentStore, get_by_digest, has_digest
 from aggregators.behaviours import HONEST, Behaviour, RoundContext
 from aggregators.execution import RoundResult, execute_round, rule_for
-from protocol.cid import cid_from_digest, sha256_digest
+from protocol.cid import content_digest
 from protocol.errors import ContractRevert, FedchainError, StorageError
 from protocol.manifest import TaskManifest
 from protocol.metrics import PhaseClock
@@ -154,7 +154,7 @@ class AggregatorNode:
         if publication is None:
             self.withheld.add((round_, chosen.attempt))
             return [AggregatorEvent(round_, "withhold", {"attempt": chosen.attempt})]
-        digest = sha256_digest(publication.payload)
+        digest = content_digest(publication.payload)
         if publication.available:
             with self.clock.phase(round_, "publish"):
                 self.store.put(publication.payload)
@@ -254,11 +254,11 @@ class AggregatorNode:
             key = (round_, global_digest, tuple(u.digest for u in updates))
             if key in self._cache:
                 return self._cache[key]
-            global_payload = self.store.get(cid_from_digest(global_digest))
+            global_payload = get_by_digest(self.store, global_digest)
             payloads: list[bytes | None] = []
             for update in updates:
                 try:
-                    payloads.append(self.store.get(cid_from_digest(update.digest)))
+                    payloads.append(get_by_digest(self.store, update.digest))
                 except StorageError:
                     payloads.append(None)
         inputs = _RoundInputs(global_payload, payloads, [u.num_samples for u in updates])
@@ -272,7 +272,7 @@ class AggregatorNode:
     def verify(self, round_: int, attempt: int, submitter: str, submitted: bytes) -> Verification:
         """Re-execute round ``round_`` and compare with the submitted digest."""
         expected, _ = self.compute(round_)
-        available = self.store.has(cid_from_digest(submitted))
+        available = has_digest(self.store, submitted)
         return Verification(round_, attempt, submitter, submitted, expected.digest, available)
 
     # -- helpers ---------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from adapters.contract import Phase, TaskContract
 from adapters.storage import ContentStore, get_by_digest
 from clients.data import Dataset
 from clients.training import TrainConfig, derive_seed, train_local
-from protocol.cid import sha256_digest
+from protocol.cid import content_digest
 from protocol.fixedpoint import dequantise, quantise
 from protocol.manifest import TaskManifest
 from protocol.metrics import PhaseClock
@@ -128,7 +128,7 @@ class ClientNode:
             payload = encode_update(layout, round_, q)
         with self.clock.phase(round_, "upload"):
             self.store.put(payload)
-        digest = sha256_digest(payload)
+        digest = content_digest(payload)
         with self.clock.phase(round_, "register"):
             self.task.submit_update(self.account, round_, digest, result.num_samples)
         self._submitted.add(round_)

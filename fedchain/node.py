@@ -26,9 +26,8 @@ from web3 import Web3
 
 from adapters.chain import Chain
 from adapters.contract import Phase, TaskContract
-from adapters.storage import open_store
+from adapters.storage import get_by_digest, open_store
 from fedchain.config import DemoConfig
-from protocol.cid import cid_from_digest
 from protocol.errors import ChainError, ContractRevert, FedchainError, StorageError
 from protocol.manifest import TaskManifest
 
@@ -60,7 +59,7 @@ class NodeProcess:
             "ipfs:" + spec["ipfs_api"] if spec.get("ipfs_api") else spec["store_dir"]
         )
         digest = self.task.config().rule_params_hash
-        self.manifest = TaskManifest.from_bytes(self.store.get(cid_from_digest(digest)))
+        self.manifest = TaskManifest.from_bytes(get_by_digest(self.store, digest))
         self.node: Any
         self.replica: Any = None
         if self.entry["role"] == "client":

@@ -1,10 +1,21 @@
-"""Content identifiers: CIDv1, ``raw`` codec, sha2-256 multihash, base32 multibase.
+"""Content identity: a payload's on-chain digest and its IPFS CID.
 
-The on-chain ``bytes32`` digest of a payload is the SHA-256 of its bytes; its CID is derived
-from that digest alone, so a contract digest and a storage address are two spellings of
-the same thing. These are exactly the CIDs an IPFS node gives for
-``ipfs block put --cid-codec raw`` (or ``ipfs add --cid-version 1 --raw-leaves`` of a payload
-that fits in one chunk).
+A payload is stored as the UnixFS file that ``ipfs add --cid-version 1 --raw-leaves``
+builds for it (256 KiB chunks, balanced, sha2-256; see :mod:`protocol.unixfs` and
+``docs/storage.md``). Its identity is the root block of that DAG:
+
+* :func:`content_digest` — the ``bytes32`` registered on-chain: the sha2-256 digest of the
+  root block. For a payload of at most one chunk (256 KiB) the root is the payload itself
+  as a raw block, so the digest is ``sha256(payload)``; above that it is the digest of a
+  dag-pb node.
+* :func:`content_cid` — the CID ``ipfs add`` prints: CIDv1, base32, codec ``raw``
+  (``bafkrei…``) for one chunk, ``dag-pb`` (``bafybei…``) above.
+
+The digest alone does not say which codec its CID has. A reader gets from digest to CID by
+looking at the root block (:func:`cid_for_digest`): IPFS blockstores are keyed by the
+multihash, so the block can be fetched under the raw spelling of the digest whatever its
+codec; it is a multi-chunk file's root iff :func:`protocol.unixfs.is_file_root`, else the
+payload itself. ``adapters.storage.get_by_digest`` does exactly that.
 """
 
 from __future__ import annotations
@@ -13,33 +24,74 @@ import base64
 import hashlib
 
 from protocol.errors import StorageError
+from protocol.unixfs import DAG_PB, RAW, build, cid_bytes, is_file_root, parse_cid_bytes
 
-CID_VERSION = 1
-RAW_CODEC = 0x55
-SHA2_256 = 0x12
-DIGEST_SIZE = 32
-_PREFIX = bytes([CID_VERSION, RAW_CODEC, SHA2_256, DIGEST_SIZE])
+__all__ = [
+    "DAG_PB",
+    "RAW",
+    "block_cid",
+    "cid_for_digest",
+    "cid_of",
+    "content_cid",
+    "content_digest",
+    "dag_pb_cid",
+    "digest_from_cid",
+    "parse_cid",
+    "raw_cid",
+    "sha256_digest",
+]
 
 
 def sha256_digest(data: bytes) -> bytes:
-    """Return the 32-byte SHA-256 digest that identifies ``data`` on-chain."""
+    """The SHA-256 of ``data`` (one block's hash; a payload's identity is
+    :func:`content_digest`, which equals this only for payloads of at most 256 KiB)."""
     return hashlib.sha256(data).digest()
 
 
-def cid_from_digest(digest: bytes) -> str:
-    """Spell a 32-byte SHA-256 digest as a base32 CIDv1 (raw codec)."""
-    if len(digest) != DIGEST_SIZE:
-        raise StorageError(f"a sha2-256 digest has 32 bytes, got {len(digest)}")
-    return "b" + base64.b32encode(_PREFIX + digest).decode("ascii").lower().rstrip("=")
+def content_digest(payload: bytes | bytearray | memoryview) -> bytes:
+    """The 32-byte digest that identifies ``payload`` on-chain: its UnixFS root's sha2-256."""
+    return build(payload)[1]
 
 
-def cid_of(data: bytes) -> str:
-    """Return the CIDv1 (raw, sha2-256, base32) of ``data``."""
-    return cid_from_digest(sha256_digest(data))
+def content_cid(payload: bytes | bytearray | memoryview) -> str:
+    """The CID of ``payload`` as ``ipfs add --cid-version 1 --raw-leaves`` prints it."""
+    return block_cid(*build(payload))
 
 
-def digest_from_cid(cid: str) -> bytes:
-    """Recover the SHA-256 digest from a CIDv1 raw/sha2-256 base32 CID; reject anything else."""
+#: Former name of :func:`content_cid`.
+cid_of = content_cid
+
+
+def block_cid(codec: int, digest: bytes) -> str:
+    """Spell a sha2-256 ``digest`` with ``codec`` (:data:`RAW` or :data:`DAG_PB`) as a
+    base32 CIDv1."""
+    return "b" + base64.b32encode(cid_bytes(codec, digest)).decode("ascii").lower().rstrip("=")
+
+
+def raw_cid(digest: bytes) -> str:
+    """The raw-codec CID of a 32-byte digest (``bafkrei…``): how a block is fetched by its
+    multihash alone."""
+    return block_cid(RAW, digest)
+
+
+def dag_pb_cid(digest: bytes) -> str:
+    """The dag-pb CID of a 32-byte digest (``bafybei…``)."""
+    return block_cid(DAG_PB, digest)
+
+
+def cid_for_digest(digest: bytes, root_block: bytes) -> str:
+    """The CID of the content whose on-chain digest is ``digest``, given its root block.
+
+    ``root_block`` must hash to ``digest`` (the caller fetched it verified). dag-pb if the
+    block is a UnixFS file root (:func:`protocol.unixfs.is_file_root`), raw otherwise.
+    """
+    if sha256_digest(root_block) != digest:
+        raise StorageError("the root block does not hash to the digest")
+    return dag_pb_cid(digest) if is_file_root(root_block) else raw_cid(digest)
+
+
+def parse_cid(cid: str) -> tuple[int, bytes]:
+    """``(codec, digest)`` of a base32 CIDv1 with codec raw or dag-pb and sha2-256."""
     if not isinstance(cid, str) or not cid.startswith("b") or len(cid) < 2:
         raise StorageError(f"not a base32 CIDv1: {cid!r}")
     body = cid[1:].upper()
@@ -48,6 +100,15 @@ def digest_from_cid(cid: str) -> bytes:
         raw = base64.b32decode(body)
     except (ValueError, TypeError) as exc:
         raise StorageError(f"not a base32 CIDv1: {cid!r}") from exc
-    if len(raw) != len(_PREFIX) + DIGEST_SIZE or raw[: len(_PREFIX)] != _PREFIX:
-        raise StorageError(f"only CIDv1 raw sha2-256 CIDs are supported, got {cid!r}")
-    return raw[len(_PREFIX) :]
+    try:
+        codec, digest = parse_cid_bytes(raw)
+    except StorageError as exc:
+        raise StorageError(f"{exc}: {cid!r}") from exc
+    if block_cid(codec, digest) != cid:  # one spelling per CID (lower case, no padding)
+        raise StorageError(f"not a canonical base32 CIDv1: {cid!r}")
+    return codec, digest
+
+
+def digest_from_cid(cid: str) -> bytes:
+    """The 32-byte sha2-256 digest inside a raw or dag-pb CIDv1."""
+    return parse_cid(cid)[1]

@@ -1,8 +1,9 @@
 """The task manifest: everything a node needs to re-execute a round, bound on-chain.
 
 The manifest is canonical JSON (sorted keys, no spaces). It is stored in content storage
-and its SHA-256 is the contract's ``ruleParamsHash``, so any node that knows only the
-contract address can fetch it (``cid_from_digest(config.ruleParamsHash)``) and check that
+and its content digest (:func:`protocol.cid.content_digest`: its SHA-256, for a manifest
+of at most 256 KiB) is the contract's ``ruleParamsHash``, so any node that knows only the
+contract address can fetch it (``get_by_digest(store, config.ruleParamsHash)``) and check that
 it runs the same rule, parameters, numeric format and model as everybody else.
 """
 
@@ -12,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.cid import sha256_digest
+from protocol.cid import content_digest
 from protocol.errors import ConfigError
 from protocol.fixedpoint import NumericFormat
 from protocol.payloads import ModelLayout
@@ -57,7 +58,7 @@ class TaskManifest:
 
     @property
     def digest(self) -> bytes:
-        return sha256_digest(self.to_bytes())
+        return content_digest(self.to_bytes())
 
     @classmethod
     def from_bytes(cls, data: bytes) -> TaskManifest:

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from adapters.contract import Phase
+from adapters.storage import has_digest
 from fedchain.cli import main
 from fedchain.driver.events import read_events
 from fedchain.runner import Demo, DemoConfig
-from protocol.cid import cid_from_digest
 from protocol.errors import ConfigError
 
 
@@ -37,7 +37,7 @@ def test_two_rounds_finalize_by_the_contracts_choice(tmp_path) -> None:
         assert r["included"] == [0, 1, 2, 3]
         assert r["verifiers_agreeing"] == 3  # every other aggregator re-executed and agreed
         assert demo.task.round_digest(r["round"]).hex() == r["digest"]
-        assert demo.store.has(cid_from_digest(bytes.fromhex(r["digest"])))
+        assert has_digest(demo.store, bytes.fromhex(r["digest"]))
         assert demo.task.phase(r["round"]) == Phase.FINALIZED
     assert demo.task.task_completed()
     assert s["final_model_digest"] == records[-1]["digest"]

@@ -29,7 +29,7 @@ from clients.training import TrainConfig
 from consensus.messages import Domain
 from fedchain.config import ROTATIONS, WEI_PER_ETH, DemoConfig, short_reason
 from fedchain.scenario import Scenario, client_attack_hooks
-from protocol.cid import sha256_digest
+from protocol.cid import content_digest
 from protocol.errors import ChainError, ConfigError, StorageError
 from protocol.fixedpoint import INT32_MAX, NumericFormat, quantise
 from protocol.manifest import TaskManifest
@@ -255,7 +255,7 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
     deployer = chain.accounts[0]
     agg_accounts = chain.accounts[1 : 1 + cfg.aggregators]
     client_accounts = chain.accounts[1 + cfg.aggregators :]
-    config = task_config(cfg, sha256_digest(initial_payload), manifest.digest)
+    config = task_config(cfg, content_digest(initial_payload), manifest.digest)
     task = TaskContract.deploy(chain, deployer, config)
     for acct in agg_accounts:
         task.register_aggregator(acct)

@@ -13,11 +13,10 @@ import time
 from typing import Any
 
 from adapters.contract import Phase, TaskContract
-from adapters.storage import ContentStore
+from adapters.storage import ContentStore, has_digest
 from aggregators.behaviours import Behaviour
 from aggregators.node import AggregatorEvent, AggregatorNode
 from fedchain.driver.events import EventLog
-from protocol.cid import cid_from_digest
 
 
 class FaultLog:
@@ -70,7 +69,7 @@ class FaultLog:
             # The oracle re-executes while the round's inputs are current (before finalize).
             honest_digest = self.oracle.compute(ev.round)[0].digest
             self.honest_digests[ev.round] = honest_digest
-            available = self.store.has(cid_from_digest(bytes.fromhex(ev.detail["digest"])))
+            available = has_digest(self.store, bytes.fromhex(ev.detail["digest"]))
             rec.update(
                 aggregator=node.address,
                 aggregator_name=name,

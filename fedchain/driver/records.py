@@ -17,7 +17,7 @@ import numpy as np
 
 from adapters.chain import Chain
 from adapters.contract import TaskContract
-from adapters.storage import ContentStore, get_by_digest
+from adapters.storage import ContentStore, get_by_digest, resolve_cid
 from aggregators.node import AggregatorNode
 from clients.data import Dataset
 from clients.models import get_params, set_params
@@ -25,7 +25,6 @@ from clients.training import evaluate
 from fedchain.config import DemoConfig
 from fedchain.driver.faults import FaultLog, fault_summary
 from fedchain.scenario import Scenario
-from protocol.cid import cid_from_digest
 from protocol.fixedpoint import dequantise
 from protocol.manifest import TaskManifest
 from protocol.metrics import PhaseClock
@@ -103,7 +102,7 @@ class RoundRecorder:
             "chosen_by_contract": chosen == submitter,
             "contract_choice": chosen,
             "digest": digest.hex(),
-            "cid": cid_from_digest(digest),
+            "cid": resolve_cid(self.store, digest),
             "honest_digest": honest_digest.hex() if honest_digest else None,
             "faulty_finalized": finalized and honest_digest is not None and digest != honest_digest,
             "updates_registered": len(self.task.updates(round_)),
