@@ -2,7 +2,8 @@
 
 Three model kinds cover the experiments: ``"logreg"`` (multinomial logistic regression),
 ``"mlp"`` (one ReLU hidden layer) and ``"cnn"`` (two conv/pool stages and two linear layers,
-for image inputs such as 8x8 digits or 28x28 MNIST). None uses BatchNorm or any other
+for image inputs such as 8x8 digits or 28x28 MNIST); ``"mlp-wide"`` (two ReLU hidden layers
+of 3,200 units, 10.5 M parameters on 8x8 digits) exercises large payloads. None uses BatchNorm or any other
 buffer, so every ``state_dict`` entry is a trained float32 parameter and a model is fully
 described by :func:`param_spec` plus a ``dict[str, np.ndarray]`` of float32 arrays.
 Initialisation is deterministic given ``seed`` and does not touch torch's global RNG.
@@ -24,6 +25,8 @@ __all__ = [
     "CNN",
     "MLP",
     "MODELS",
+    "WIDE_HIDDEN",
+    "WideMLP",
     "LogReg",
     "ParamSpec",
     "build_model",
@@ -66,6 +69,28 @@ class MLP(nn.Module):
         return out
 
 
+#: Width of both hidden layers of ``"mlp-wide"``: 64*3200 + 3200*3200 + 3200*10 weights plus
+#: biases = 10,483,210 parameters on 8x8 digits (10 classes), a 42 MB update payload.
+WIDE_HIDDEN = 3200
+
+
+class WideMLP(nn.Module):
+    """Flatten, two ReLU hidden layers of ``hidden`` units each, and a linear output layer."""
+
+    def __init__(
+        self, input_shape: tuple[int, ...], num_classes: int, hidden: int = WIDE_HIDDEN
+    ) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(_flat_size(input_shape), hidden)
+        self.fc2 = nn.Linear(hidden, hidden)
+        self.fc3 = nn.Linear(hidden, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.fc1(torch.flatten(x, 1)))
+        out: torch.Tensor = self.fc3(torch.relu(self.fc2(h)))
+        return out
+
+
 class CNN(nn.Module):
     """Two 3x3 conv (16, 32 channels) + ReLU + 2x2 max-pool stages, then a ReLU MLP head.
 
@@ -96,6 +121,10 @@ def _make_mlp(shape: tuple[int, ...], num_classes: int, hidden: int) -> nn.Modul
     return MLP(shape, num_classes, hidden)
 
 
+def _make_mlp_wide(shape: tuple[int, ...], num_classes: int, hidden: int) -> nn.Module:
+    return WideMLP(shape, num_classes)  # fixed width: a >= 10 M-parameter model
+
+
 def _make_cnn(shape: tuple[int, ...], num_classes: int, hidden: int) -> nn.Module:
     if len(shape) != 3 or shape[1] < 4 or shape[2] < 4:
         raise ConfigError(
@@ -107,6 +136,7 @@ def _make_cnn(shape: tuple[int, ...], num_classes: int, hidden: int) -> nn.Modul
 MODELS: dict[str, Callable[[tuple[int, ...], int, int], nn.Module]] = {
     "logreg": _make_logreg,
     "mlp": _make_mlp,
+    "mlp-wide": _make_mlp_wide,
     "cnn": _make_cnn,
 }
 
@@ -129,10 +159,11 @@ def build_model(
     seed: int = 0,
     hidden: int = 64,
 ) -> nn.Module:
-    """Build a float32 CPU model by name (``"logreg"``, ``"mlp"`` or ``"cnn"``).
+    """Build a float32 CPU model by name (``"logreg"``, ``"mlp"``, ``"mlp-wide"`` or ``"cnn"``).
 
     ``input_shape`` is one sample's shape (e.g. ``(1, 8, 8)``), ``num_classes`` the number of
-    logits, ``hidden`` the hidden width of ``"mlp"``/``"cnn"``. Weights use PyTorch's default
+    logits, ``hidden`` the hidden width of ``"mlp"``/``"cnn"`` (``"mlp-wide"`` is always
+    :data:`WIDE_HIDDEN` wide). Weights use PyTorch's default
     uniform (Kaiming, a=sqrt(5)) scheme drawn from a local ``torch.Generator`` seeded with
     ``seed``, so the same arguments always give bit-identical parameters and the global RNG is
     left untouched. Unknown names or unusable shapes raise :class:`ConfigError`.

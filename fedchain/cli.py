@@ -92,8 +92,8 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--model",
         default=d.model,
-        choices=["logreg", "mlp", "cnn"],
-        help="client model architecture (%(default)s)",
+        choices=["logreg", "mlp", "mlp-wide", "cnn"],
+        help="client model architecture; mlp-wide has 10.5 M parameters (%(default)s)",
     )
     g = p.add_argument_group("local training")
     g.add_argument(
