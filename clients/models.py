@@ -3,10 +3,11 @@
 Three model kinds cover the experiments: ``"logreg"`` (multinomial logistic regression),
 ``"mlp"`` (one ReLU hidden layer) and ``"cnn"`` (two conv/pool stages and two linear layers,
 for image inputs such as 8x8 digits or 28x28 MNIST); ``"mlp-wide"`` (two ReLU hidden layers
-of 3,200 units, 10.5 M parameters on 8x8 digits) exercises large payloads. None uses BatchNorm or any other
-buffer, so every ``state_dict`` entry is a trained float32 parameter and a model is fully
-described by :func:`param_spec` plus a ``dict[str, np.ndarray]`` of float32 arrays.
-Initialisation is deterministic given ``seed`` and does not touch torch's global RNG.
+of 3,200 units, 10.5 M parameters on 8x8 digits) exercises large payloads. None uses
+BatchNorm or any other buffer, so every ``state_dict`` entry is a trained float32 parameter
+and a model is fully described by :func:`param_spec` plus a ``dict[str, np.ndarray]`` of
+float32 arrays. Initialisation is deterministic given ``seed`` and does not touch torch's
+global RNG.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ __all__ = [
     "MLP",
     "MODELS",
     "WIDE_HIDDEN",
-    "WideMLP",
     "LogReg",
     "ParamSpec",
+    "WideMLP",
     "build_model",
     "get_params",
     "num_parameters",

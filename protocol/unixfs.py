@@ -452,46 +452,63 @@ def iter_file(
     """Yield the payload under ``(codec, digest)`` leaf by leaf, each block verified first.
 
     A raw CID is one block: its bytes. A dag-pb CID must be the root of the canonical
-    raw-leaves DAG of its content: the walk refuses any node deeper, wider or larger than
-    that tree allows for the root's declared ``filesize`` (so its work is bounded by it, and
-    by ``max_size`` if given, before any leaf is fetched), and after the last leaf it
-    rebuilds the parents from the leaves' digests and sizes and requires the same root
-    (:class:`DigestMismatch` otherwise). Memory is one block at a time; a consumer must
-    treat the bytes as valid only once the iterator is exhausted without error.
+    raw-leaves DAG of its content (:func:`iter_leaves` checks that). Memory is one block at
+    a time; a consumer must treat the bytes as valid only once the iterator is exhausted
+    without error.
     """
-    root = verified_block(fetch, codec, digest)
     if codec == RAW:
+        root = verified_block(fetch, codec, digest)
         if max_size is not None and len(root) > max_size:
             raise StorageError(f"payload of {len(root)} bytes exceeds the limit of {max_size}")
         yield root
         return
-    node = decode_file_node(root)
+    for link in iter_leaves(digest, fetch, max_size=max_size):
+        yield verified_leaf(link, fetch(RAW, link.digest))
+
+
+def verified_leaf(link: Link, data: bytes) -> bytes:
+    """``data`` if it is the raw leaf ``link`` names (its hash and its size), else refuse it."""
+    if len(data) != link.tsize or hashlib.sha256(data).digest() != link.digest:
+        raise DigestMismatch(f"raw block {link.digest.hex()} does not hash to its CID")
+    return data
+
+
+def iter_leaves(digest: bytes, fetch: Fetch, *, max_size: int | None = None) -> Iterator[Link]:
+    """Yield, in payload order, the raw leaves of the canonical DAG whose dag-pb root is
+    ``digest``, fetching (and verifying) only its internal nodes.
+
+    The walk refuses any node deeper, wider or larger than the canonical tree allows for the
+    root's declared ``filesize`` (so its work is bounded by it, and by ``max_size`` if given,
+    before any leaf is named), leaf sizes other than the 256 KiB chunking, and, once the
+    last leaf was taken, parents other than those rebuilt from the leaves' digests and sizes
+    (:class:`DigestMismatch`). The consumer fetches each leaf and checks it with
+    :func:`verified_leaf` (hash and size).
+    """
+    node = decode_file_node(verified_block(fetch, DAG_PB, digest))
     if max_size is not None and node.filesize > max_size:
         raise StorageError(f"payload of {node.filesize} bytes exceeds the limit of {max_size}")
     if node.filesize <= CHUNK_SIZE:
         raise DigestMismatch(f"dag-pb root {digest.hex()} of a one-chunk payload is not canonical")
     expected_leaves = leaf_count(node.filesize)
     rebuild = DagBuilder()
-    state = {"leaves": 0, "bytes": 0}
+    seen = [0, 0]  # leaves, bytes
 
-    def walk(node: FileNode, height: int) -> Iterator[bytes]:
+    def walk(node: FileNode, height: int) -> Iterator[Link]:
         for link, size in zip(node.links, node.blocksizes, strict=True):
             if height == 1:
                 if link.codec != RAW:
                     raise DigestMismatch("a non-raw leaf: not the canonical raw-leaves DAG")
-                data = verified_block(fetch, RAW, link.digest)
-                state["leaves"] += 1
-                state["bytes"] += len(data)
-                last = state["leaves"] == expected_leaves
+                seen[0] += 1
+                seen[1] += link.tsize
+                last = seen[0] == expected_leaves
                 if (
-                    state["leaves"] > expected_leaves
-                    or len(data) != size
-                    or len(data) != link.tsize
-                    or not (0 < len(data) <= CHUNK_SIZE if last else len(data) == CHUNK_SIZE)
+                    seen[0] > expected_leaves
+                    or link.tsize != size
+                    or not (0 < size <= CHUNK_SIZE if last else size == CHUNK_SIZE)
                 ):
                     raise DigestMismatch("leaf sizes differ from the canonical 256 KiB chunking")
-                rebuild._add_leaf(link.digest, len(data))
-                yield data
+                rebuild._add_leaf(link.digest, size)
+                yield link
             else:
                 if link.codec != DAG_PB:
                     raise DigestMismatch("a leaf above the bottom level: not the balanced layout")
@@ -501,7 +518,7 @@ def iter_file(
                 yield from walk(child, height - 1)
 
     yield from walk(node, tree_depth(node.filesize))
-    if state["leaves"] != expected_leaves or state["bytes"] != node.filesize:
+    if seen != [expected_leaves, node.filesize]:
         raise DigestMismatch(f"dag-pb root {digest.hex()}: leaves do not add up to its filesize")
     if rebuild.finish() != (DAG_PB, digest):
         raise DigestMismatch(f"dag-pb root {digest.hex()} is not the canonical DAG of its content")
