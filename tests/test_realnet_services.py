@@ -7,8 +7,9 @@ These tests are skipped only when those binaries are absent; set
 
 Nothing here fakes the daemon's HTTP layer: the tampered-content test corrupts a block file
 in the daemon's own repository (a corrupt disk), and the adapter must refuse what the real
-daemon then serves. Only the ``block/put`` spelling fallback (js-ipfs vs Kubo) is exercised
-against a small stand-in server, because no Kubo binary can be installed here.
+daemon then serves. Only the refusal of a node that builds another DAG than ours (as a Kubo
+with other defaults would) is exercised against a small stand-in server, because no Kubo
+binary can be installed here. UnixFS payloads of every size: ``test_unixfs_ipfs.py``.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from adapters.services import (
     write_pidfile,
 )
 from adapters.storage import IpfsStore, LocalStore, get_by_digest, open_store
-from protocol.cid import cid_of, digest_from_cid, sha256_digest
+from protocol.cid import cid_of, content_digest, digest_from_cid, raw_cid, sha256_digest
 from protocol.errors import ContentNotFound, DigestMismatch, StorageError
 from tests.conftest import DEFAULT_TASK_CONFIG
 
@@ -174,9 +175,11 @@ def test_daemon_and_embedded_store_give_the_same_cids(ipfs: IpfsService, tmp_pat
     sizes = [0, 1, 1000, 65_537, 262_144, 262_145, 900_000, 1 << 20]
     for size in sizes:
         data = _payload(size, "cids")
-        assert _raw_put(ipfs, data) == local.put(data) == cid_of(data), size
-    # cid.py's claim: ``ipfs add --cid-version 1 --raw-leaves`` of a one-chunk payload
-    # (js-ipfs's chunker: 256 KiB) is the same CID.
+        # One block of any size: the raw CID of its SHA-256, as the embedded store names it.
+        assert _raw_put(ipfs, data) == raw_cid(sha256_digest(data)), size
+        assert local.put(data) == cid_of(data), size  # a UnixFS file (test_unixfs_ipfs.py)
+    # ``ipfs add --cid-version 1 --raw-leaves`` of a one-chunk payload (256 KiB) is its raw
+    # block, so its CID is the raw CID of its SHA-256.
     for size in (1, 1000, 262_144):
         data = _payload(size, "add")
         assert _raw_add(ipfs, data) == cid_of(data), size
@@ -184,14 +187,14 @@ def test_daemon_and_embedded_store_give_the_same_cids(ipfs: IpfsService, tmp_pat
 
 @pytest.mark.realnet
 def test_ipfs_store_round_trip(ipfs: IpfsService, store: IpfsStore) -> None:
-    for size in (0, 12, 4096, 900_000, IpfsStore.MAX_BLOCK):
+    for size in (0, 12, 4096, 900_000, 1 << 20):
         data = _payload(size, "round-trip")
         cid = store.put(data)
         assert cid == cid_of(data)
         assert store.put(data) == cid  # idempotent
         assert store.has(cid)
         assert store.get(cid) == data
-        assert get_by_digest(store, sha256_digest(data)) == data
+        assert get_by_digest(store, content_digest(data)) == data
     assert store.put(HELLO) == HELLO_CID
     # The other spellings of the same node reach the same blocks.
     by_url = IpfsStore(ipfs.api_url)
@@ -223,12 +226,6 @@ def test_missing_content_is_reported_within_the_probe_timeout(ipfs: IpfsService)
     with pytest.raises(ContentNotFound):
         store.get(missing)
     assert time.monotonic() - t0 < 3.0
-
-
-@pytest.mark.realnet
-def test_oversized_payload_is_refused_before_sending(store: IpfsStore) -> None:
-    with pytest.raises(StorageError, match="block limit"):
-        store.put(b"\x00" * (IpfsStore.MAX_BLOCK + 1))
 
 
 @pytest.mark.realnet
@@ -268,16 +265,15 @@ def test_bad_api_address_and_cid_are_refused() -> None:
 
 
 # ----------------------------------------------------------------------------------------
-# block/put spelling fallback (js-ipfs vs Kubo), against a stand-in server
+# add: the node's root CID must be ours (against a stand-in server: no Kubo here)
 # ----------------------------------------------------------------------------------------
 
 
 class _StandIn(http.server.BaseHTTPRequestHandler):
-    """Answers block/put like a daemon that refuses the legacy ``format`` option (as a
-    future Kubo might) or, with ``ignore_codec``, like js-ipfs given only ``cid-codec``."""
+    """Answers ``add`` like a node that builds another DAG (``answer``: "other", e.g. other
+    chunking, or "v0", a node that ignores ``cid-version``) or the right one ("honest")."""
 
-    refuse_format = True
-    ignore_codec = False
+    answer = "honest"
     seen: list[dict[str, str]] = []  # noqa: RUF012 - per-class test state
 
     def log_message(self, *args: Any) -> None:
@@ -286,30 +282,22 @@ class _StandIn(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
         type(self).seen.append(query)
-        length = int(self.headers.get("Content-Length", 0) or 0)
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            body = b""
-            while True:
-                size = int(self.rfile.readline().strip(), 16)
-                if size == 0:
-                    self.rfile.readline()
-                    break
-                body += self.rfile.read(size)
+        body = b""
+        while True:  # the adapter always sends a chunked body
+            size = int(self.rfile.readline().strip(), 16)
+            if size == 0:
                 self.rfile.readline()
-        else:
-            body = self.rfile.read(length)
+                break
+            body += self.rfile.read(size)
+            self.rfile.readline()
         data = body.split(b"\r\n\r\n", 1)[1].rsplit(b"\r\n--", 1)[0]
-        if self.refuse_format and "format" in query:
-            self._reply(500, {"Message": "unknown option format", "Code": 0, "Type": "error"})
-        elif self.ignore_codec and "format" not in query:
-            dag_pb = "bafybei" + cid_of(data)[7:]  # what js-ipfs answers: dag-pb, same hash
-            self._reply(200, {"Key": dag_pb, "Size": len(data)})
-        else:
-            self._reply(200, {"Key": cid_of(data), "Size": len(data)})
-
-    def _reply(self, status: int, obj: dict[str, Any]) -> None:
-        payload = json.dumps(obj).encode()
-        self.send_response(status)
+        key = {
+            "honest": cid_of(data),
+            "other": cid_of(data + b"!"),
+            "v0": "QmT78zSuBmuS4z925WZfrqQ1qHaJ56DQaTfyMUF7F8ff5o",
+        }[self.answer]
+        payload = json.dumps({"Name": "payload", "Hash": key, "Size": str(len(data))}).encode()
+        self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
@@ -317,15 +305,15 @@ class _StandIn(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def stand_in() -> Iterator[Callable[..., str]]:
+def stand_in() -> Iterator[Callable[..., tuple[str, type[_StandIn]]]]:
     servers: list[http.server.HTTPServer] = []
 
-    def make(**attrs: Any) -> str:
+    def make(**attrs: Any) -> tuple[str, type[_StandIn]]:
         handler = type("Handler", (_StandIn,), {**attrs, "seen": []})
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
         servers.append(server)
-        return f"/ip4/127.0.0.1/tcp/{server.server_address[1]}/http"
+        return f"/ip4/127.0.0.1/tcp/{server.server_address[1]}/http", handler
 
     yield make
     for server in servers:
@@ -333,18 +321,21 @@ def stand_in() -> Iterator[Callable[..., str]]:
         server.server_close()
 
 
-def test_put_falls_back_to_the_kubo_spelling_and_keeps_it(stand_in: Callable[..., str]) -> None:
-    store = IpfsStore(stand_in(refuse_format=True))
-    assert store.put(HELLO) == HELLO_CID
-    assert store.PUT_VARIANTS[store._variant][0] == "kubo"
-    assert store.put(b"second") == cid_of(b"second")  # straight to the kept spelling
+def test_put_sends_the_documented_add_options(stand_in: Callable[..., Any]) -> None:
+    api, handler = stand_in(answer="honest")
+    data = _payload(300_000, "options")  # two chunks
+    assert IpfsStore(api).put(data) == cid_of(data)
+    (query,) = handler.seen
+    assert {k: query[k] for k, _ in IpfsStore.ADD_OPTIONS} == dict(IpfsStore.ADD_OPTIONS)
 
 
-def test_put_refuses_a_node_that_never_stores_raw_blocks(stand_in: Callable[..., str]) -> None:
-    # Accepts only cid-codec (refuses format) yet ignores it: no spelling yields a raw CID.
-    store = IpfsStore(stand_in(refuse_format=True, ignore_codec=True))
-    with pytest.raises(StorageError, match="raw CIDv1"):
-        store.put(HELLO)
+@pytest.mark.parametrize("answer", ["other", "v0"])
+def test_put_refuses_a_node_that_builds_another_dag(
+    stand_in: Callable[..., Any], answer: str
+) -> None:
+    api, _ = stand_in(answer=answer)
+    with pytest.raises(DigestMismatch, match="stored the payload as"):
+        IpfsStore(api).put(HELLO)
 
 
 # ----------------------------------------------------------------------------------------
