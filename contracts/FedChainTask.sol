@@ -311,13 +311,19 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     bytes32 private _globalModelDigest;
 
     address[] private _aggregators;
+    // Slither's uninitialized-state does not follow writes through storage references
+    // (`AggregatorState storage info = _aggregatorState[a]; info.registered = true;`), which is
+    // how these mappings are written.
+    // slither-disable-next-line uninitialized-state
     mapping(address account => AggregatorState) private _aggregatorState;
+    // slither-disable-next-line uninitialized-state
     mapping(address account => ClientState) private _clients;
 
     mapping(uint256 round => RoundState) private _rounds;
     mapping(uint256 round => mapping(uint256 index => Update)) private _updates;
     /// @dev Attestation bitmaps: round -> committee index -> word -> bits (bit i of word w is
     ///      update 256 * w + i of the round's registration order).
+    // slither-disable-next-line uninitialized-state
     mapping(uint256 round => mapping(uint256 member => mapping(uint256 word => uint256))) private _attestations;
 
     /// @notice Wei each account can pull with `withdraw` (returned bonds, released stakes,
@@ -748,6 +754,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
             );
         }
         ECDSA.RecoverError err;
+        // The third return value (the error's argument) adds nothing to `err`.
         // slither-disable-next-line unused-return
         (signer, err,) = ECDSA.tryRecoverCalldata(_hashTypedDataV4(structHash), vote.signature);
         // INVARIANT: only well-formed, non-malleable signatures are evidence.
@@ -979,6 +986,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         uint256 mask = rs.attestMask;
         uint256 threshold = Quorums.maxFaulty(n) + 1;
         for (uint256 w = 0; w < included.length; ++w) {
+            // memory arrays start zeroed: the count of every update starts at 0
+            // slither-disable-next-line uninitialized-local
             uint256[9] memory counter;
             for (uint256 m = 0; m < n; ++m) {
                 if (mask & (1 << m) != 0) Availability.add(counter, _attestations[round][m][w]);
@@ -1061,8 +1070,9 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         if (count < quorum) revert QuorumNotReached(count, quorum);
         address previous = address(0);
         for (uint256 i = 0; i < count; ++i) {
+            // The third return value (the error's argument) adds nothing to `err`.
             // slither-disable-next-line unused-return
-            (address signer, ECDSA.RecoverError err,) = ECDSA.tryRecoverCalldata(digest, signatures[i]); // the error argument is implied by err
+            (address signer, ECDSA.RecoverError err,) = ECDSA.tryRecoverCalldata(digest, signatures[i]);
             // INVARIANT: only well-formed, non-malleable signatures count.
             if (err != ECDSA.RecoverError.NoError) revert InvalidSignature(i, uint8(err));
             AggregatorState storage info = _aggregatorState[signer];
