@@ -355,6 +355,69 @@ def _api_multiaddr(api: str) -> str:
     return f"/{proto}/{host}/tcp/{port}/{url.scheme}"
 
 
+class PeerStore:
+    """One node's view of content storage: its own store plus the stores of its peers.
+
+    Each node of an in-process run gets its own store (its own IPFS node, say); ``peers``
+    maps a node's address to that node's store, reached through the same Kubo-compatible
+    ``put``/``get``/``has`` interface. :meth:`get` and :meth:`has` look locally first and then
+    fetch from any peer that holds the content (verified by the peer's store, then pinned
+    locally); :meth:`has_local` and :meth:`fetch_from` give the narrower views the
+    availability protocol needs: what this node holds, and fetching from named nodes (the
+    update's publisher, or the members that attested to it). :meth:`push` hands content to
+    chosen peers (a publisher uploading to some nodes only).
+    """
+
+    def __init__(self, local: ContentStore, peers: dict[str, ContentStore] | None = None) -> None:
+        self.local = local
+        self.peers: dict[str, ContentStore] = peers if peers is not None else {}
+
+    def put(self, data: bytes) -> str:
+        return self.local.put(data)
+
+    def has_local(self, cid: str) -> bool:
+        return self.local.has(cid)
+
+    def fetch_from(self, cid: str, names: list[str]) -> bytes:
+        """The content of ``cid`` from this node, else from the first of ``names`` holding it
+        (pinned locally); :class:`ContentNotFound` if none does."""
+        try:
+            return self.local.get(cid)
+        except ContentNotFound:
+            pass
+        for name in names:
+            peer = self.peers.get(name)
+            if peer is None or peer is self.local:
+                continue
+            try:
+                data = peer.get(cid)
+            except ContentNotFound:
+                continue
+            self.local.put(data)
+            return data
+        raise ContentNotFound(f"no content for {cid} here or at {len(names)} peer(s)")
+
+    def get(self, cid: str) -> bytes:
+        return self.fetch_from(cid, list(self.peers))
+
+    def has(self, cid: str) -> bool:
+        try:
+            self.get(cid)
+        except ContentNotFound:
+            return False
+        return True
+
+    def push(self, data: bytes, names: list[str]) -> str:
+        """Store ``data`` at the peers ``names`` (not locally); returns its CID."""
+        cid = cid_of(data)
+        for name in names:
+            self.peers[name].put(data)
+        return cid
+
+    def __repr__(self) -> str:
+        return f"PeerStore({self.local!r}, {len(self.peers)} peers)"
+
+
 def open_store(spec: str) -> ContentStore:
     """Open a store from a CLI spelling: a directory path, or ``ipfs:<multiaddr|http-url>``."""
     if spec.startswith("ipfs:"):

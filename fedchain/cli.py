@@ -156,6 +156,20 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
         help="blocks during which a submitted aggregate can be challenged (%(default)s)",
     )
     g.add_argument(
+        "--attest-window",
+        type=int,
+        default=d.attest_window,
+        help="blocks after collection closes during which aggregators attest which updates "
+        "they hold; the round includes those attested by f + 1 (0: off) (%(default)s)",
+    )
+    g.add_argument(
+        "--dispute-timeout",
+        type=int,
+        default=d.dispute_timeout,
+        help="blocks after a challenge until an unresolved dispute discards the aggregate "
+        "(%(default)s)",
+    )
+    g.add_argument(
         "--rotation",
         default=d.rotation,
         choices=["round-robin", "random"],
@@ -210,6 +224,8 @@ def _demo_config(args: argparse.Namespace) -> Any:
         collect_window=args.collect_window,
         submit_timeout=args.submit_timeout,
         challenge_window=args.challenge_window,
+        attest_window=args.attest_window,
+        dispute_timeout=args.dispute_timeout,
         rotation=args.rotation,
         seed=args.seed,
         out=args.out,
