@@ -10,13 +10,14 @@ will be mined in; a mined receipt with status 0 is explained as the typed revert
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
 from hexbytes import HexBytes
 from web3 import Web3
-from web3.exceptions import TimeExhausted
+from web3.exceptions import TransactionNotFound
 from web3.types import RPCEndpoint
 
 from adapters.reverts import decode_revert, is_revert, typed_revert
@@ -26,6 +27,8 @@ __all__ = ["TxSender", "rpc"]
 
 _GAS_MARGIN_NUM, _GAS_MARGIN_DEN = 6, 5  # send estimate * 1.2 (+ a small constant)
 _GAS_MARGIN_ADD = 10_000
+#: How often a pending transaction is checked to still be known to the node.
+_DROPPED_CHECK_SECONDS = 5.0
 
 
 def rpc(w3: Web3, method: str, params: list[Any]) -> dict[str, Any]:
@@ -143,16 +146,45 @@ class TxSender:
         return HexBytes(tx_hash)
 
     def wait(self, tx_hash: HexBytes) -> Any:
-        """The receipt of ``tx_hash`` (``ChainError`` if not mined within the timeout)."""
+        """The receipt of ``tx_hash``.
+
+        ``ChainError`` if it is not mined within the timeout, if the node forgot it (a node
+        restarted from saved state drops its pending pool), or if the node cannot be
+        reached; then every cached nonce is dropped, so the next transaction takes its nonce
+        from the node again instead of leaving a gap that would never be mined."""
+        deadline = time.monotonic() + self.receipt_timeout
+        latency = self.poll_latency or 0.01
+        next_check = time.monotonic() + _DROPPED_CHECK_SECONDS
         try:
-            receipt = self.w3.eth.wait_for_transaction_receipt(
-                tx_hash, timeout=self.receipt_timeout, poll_latency=self.poll_latency or 0.01
-            )
-            self.on_mined()  # our own transaction changed state
-            return receipt
-        except TimeExhausted as exc:
+            while True:
+                try:
+                    receipt = self.w3.eth.get_transaction_receipt(tx_hash)
+                except TransactionNotFound:
+                    receipt = None
+                if receipt is not None:
+                    self.on_mined()  # our own transaction changed state
+                    return receipt
+                now = time.monotonic()
+                if now > deadline:
+                    raise ChainError(
+                        f"transaction {tx_hash.hex()} not mined after {self.receipt_timeout}s"
+                    )
+                if not self.embedded and now > next_check:
+                    next_check = now + _DROPPED_CHECK_SECONDS
+                    try:
+                        self.w3.eth.get_transaction(tx_hash)
+                    except TransactionNotFound as exc:
+                        raise ChainError(
+                            f"transaction {tx_hash.hex()} was dropped by the node"
+                        ) from exc
+                time.sleep(latency)
+        except ChainError:
+            self.nonces.clear()
+            raise
+        except OSError as exc:  # connection refused/reset: the node is down or restarting
+            self.nonces.clear()
             raise ChainError(
-                f"transaction {tx_hash.hex()} not mined after {self.receipt_timeout}s"
+                f"lost the JSON-RPC node while waiting for {tx_hash.hex()}: {exc}"
             ) from exc
 
     def explain_failure(

@@ -340,7 +340,14 @@ class AggregatorNode:
                     continue
                 if attesters is None:
                     attesters = self._attesters(round_, len(updates))
-                payloads.append(self.store.fetch_from(cid, attesters.get(update.index, [])))
+                # no attestation at all (attestWindow 0): any peer that has it
+                sources = attesters.get(update.index) or list(self.store.peers)
+                try:
+                    payloads.append(self.store.fetch_from(cid, sources))
+                except StorageError:
+                    if update.index in attesters:
+                        raise  # attested by f + 1: a correct attester will serve it
+                    payloads.append(None)
         inputs = _RoundInputs(global_payload, payloads, [u.num_samples for u in updates])
         with self.clock.phase(round_, "aggregate"):
             result = execute_round(

@@ -440,6 +440,10 @@ def cmd_testnet(args: argparse.Namespace) -> int:
         st = testnet.wait(directory, timeout=args.timeout)
         print(json.dumps(st["chain"], indent=2))
         return 0
+    if args.action == "restart-chain":
+        spec = testnet.restart_chain(directory)
+        print(f"anvil restarted from its saved state on {spec['rpc_url']}")
+        return 0
     if args.action == "down":
         stopped = testnet.down(directory)
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
@@ -517,11 +521,15 @@ def build_parser() -> argparse.ArgumentParser:
         "launches every aggregator and client as its own OS process with its own key; "
         "'status' shows chain progress and live processes; 'wait' blocks until the task "
         "completes; 'kill NODE' sends SIGKILL to one node and 'start NODE' restarts it "
-        "(it resumes from chain and IPFS state); 'down' stops everything by PID.",
+        "(it resumes from chain and IPFS state); 'restart-chain' stops anvil (it saves its "
+        "chain) and starts it again from that state (nodes reconnect and resume); 'down' "
+        "stops everything by PID.",
         epilog="example: fedchain testnet up --dir runs/testnet --clients 4 --rounds 3 --wait",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    tn.add_argument("action", choices=["up", "status", "wait", "kill", "start", "down"])
+    tn.add_argument(
+        "action", choices=["up", "status", "wait", "kill", "start", "restart-chain", "down"]
+    )
     tn.add_argument("node", nargs="?", help="node name for kill/start, e.g. aggregator-1")
     tn.add_argument("--dir", default="runs/testnet", help="testnet directory (%(default)s)")
     tn.add_argument(
