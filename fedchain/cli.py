@@ -338,7 +338,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.compare_honest or scenario.expect.get("identical_to_honest"):
             twin = scenario.honest_twin()
             key = json.dumps(
-                {k: v for k, v in vars(twin.config).items() if k != "name"}, sort_keys=True
+                {
+                    "config": {k: v for k, v in vars(twin.config).items() if k != "name"},
+                    "clients": twin.describe()["clients"],
+                },
+                sort_keys=True,
             )
             if key not in honest_cache:
                 honest_cache[key] = run_scenario(twin, Progress(quiet=True)).summary
@@ -362,7 +366,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             progress.line(f"EXPECTATION NOT MET for {scenario.source}: {'; '.join(problems)}")
         elif honest is not None:
             progress.line(
-                "final model byte-identical to the all-honest run: "
+                "final model byte-identical to the honest-aggregator twin: "
                 + ("yes" if entry["identical_to_honest"] else "NO")
             )
     stack.close()

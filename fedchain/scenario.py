@@ -364,7 +364,7 @@ def check_expectations(
         and honest is not None
         and summary["final_model_digest"] != honest["final_model_digest"]
     ):
-        problems.append("final model differs from the all-honest run with the same seeds")
+        problems.append("final model differs from the honest-aggregator twin with the same seeds")
     return problems
 
 
