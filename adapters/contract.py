@@ -29,7 +29,16 @@ The signed EIP-712 digest is :meth:`TaskContract.verdict_digest`; it equals
 ``consensus.certificate.verdict_digest`` for the domain {"FedChainTask", "1", chain id, task}.
 A faulty verdict slashes the submitter (stake + aggregate bond; half to the challenger, half to
 the owner's treasury, the challenger's bond returned) and re-opens the round at attempt + 1;
-an upheld aggregate sends the challenge bond to the treasury.
+an upheld aggregate sends the challenge bond to the treasury. A dispute still open after
+``dispute_timeout`` blocks is expired by anyone (:meth:`TaskContract.expire_dispute`): the
+aggregate is discarded and both bonds go to the treasury. :meth:`TaskContract.slash_equivocation`
+slashes a member that signed two conflicting PBFT votes.
+
+Availability: after collection closes the round is ``ATTESTING``; each aggregator calls
+:meth:`TaskContract.attest` once with the updates it holds; the included set
+(:meth:`TaskContract.included_updates`: updates attested by f + 1 members) is fixed once
+n - f attested or ``attest_window`` blocks passed, and only then is the round
+``AGGREGATING``.
 """
 
 from __future__ import annotations

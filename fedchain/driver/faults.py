@@ -126,9 +126,7 @@ class FaultLog:
             )
         elif ev.action == "expireDispute":
             rec = self.attempt(ev.round, ev.detail["attempt"])
-            rec.update(
-                expired=True, expired_block=ev.detail["block"], gas_expire=ev.detail["gas"]
-            )
+            rec.update(expired=True, expired_block=ev.detail["block"], gas_expire=ev.detail["gas"])
             self.events.emit(
                 "dispute_expired",
                 round=ev.round,
