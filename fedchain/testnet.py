@@ -242,6 +242,7 @@ def behaviour_json(b: Any) -> dict[str, Any]:
         "rounds": sorted(b.rounds) if b.rounds is not None else None,
         "challenger": b.challenger,
         "pbft": b.pbft,
+        "attest": b.attest,
         "crash_at": b.crash_at,
         "crash_round": b.crash_round,
     }
