@@ -29,7 +29,16 @@ The signed EIP-712 digest is :meth:`TaskContract.verdict_digest`; it equals
 ``consensus.certificate.verdict_digest`` for the domain {"FedChainTask", "1", chain id, task}.
 A faulty verdict slashes the submitter (stake + aggregate bond; half to the challenger, half to
 the owner's treasury, the challenger's bond returned) and re-opens the round at attempt + 1;
-an upheld aggregate sends the challenge bond to the treasury.
+an upheld aggregate sends the challenge bond to the treasury. A dispute still open after
+``dispute_timeout`` blocks is expired by anyone (:meth:`TaskContract.expire_dispute`): the
+aggregate is discarded and both bonds go to the treasury. :meth:`TaskContract.slash_equivocation`
+slashes a member that signed two conflicting PBFT votes.
+
+Availability: after collection closes the round is ``ATTESTING``; each aggregator calls
+:meth:`TaskContract.attest` once with the updates it holds; the included set
+(:meth:`TaskContract.included_updates`: updates attested by f + 1 members) is fixed once
+n - f attested or ``attest_window`` blocks passed, and only then is the round
+``AGGREGATING``.
 """
 
 from __future__ import annotations
@@ -86,15 +95,32 @@ class Phase(IntEnum):
 
     PENDING = 0  # not opened yet
     COLLECTING = 1  # clients submit updates
-    AGGREGATING = 2  # collection closed; the chosen aggregator may submit
-    SUBMITTED = 3  # aggregate submitted; challenge window running / awaiting finalize
-    DISPUTED = 4  # challenged; waits for the committee's certificate (resolve_dispute)
-    FINALIZED = 5
+    ATTESTING = 2  # collection closed; aggregators attest which payloads they hold
+    AGGREGATING = 3  # included set fixed; the chosen aggregator may submit
+    SUBMITTED = 4  # aggregate submitted; challenge window running / awaiting finalize
+    DISPUTED = 5  # challenged; waits for the certificate (resolve_dispute) or its timeout
+    FINALIZED = 6
 
 
 class RotationPolicy(IntEnum):
     ROUND_ROBIN = 0
     SEEDED_RANDOM = 1
+
+
+class EvidenceKind(IntEnum):
+    """PBFT message kinds ``slashEquivocation`` accepts (``kind`` argument)."""
+
+    PRE_PREPARE = 0
+    PREPARE = 1
+    COMMIT = 2  # DisputeVerdict
+
+
+class EvidenceFault(IntEnum):
+    """``reason`` of :class:`InvalidEvidence`."""
+
+    UNKNOWN_KIND = 1
+    NOT_CONFLICTING = 2
+    DIFFERENT_SIGNERS = 3
 
 
 class SignatureFault(IntEnum):
@@ -135,6 +161,8 @@ class TaskConfig:
     collect_window: int = 10
     submit_timeout: int = 10
     challenge_window: int = 10
+    attest_window: int = 0  # 0: no attestation phase (every registered update is included)
+    dispute_timeout: int = 20
     rotation_policy: int = RotationPolicy.ROUND_ROBIN
     rotation_seed: bytes = ZERO_DIGEST
     aggregator_stake: int = 0
@@ -152,6 +180,8 @@ class TaskConfig:
             "collect_window",
             "submit_timeout",
             "challenge_window",
+            "attest_window",
+            "dispute_timeout",
         ):
             _uint(name, getattr(self, name), 32)
         _uint("rotation_policy", int(self.rotation_policy), 8)
@@ -189,6 +219,10 @@ class RoundInfo:
     finalized: bool
     challenger: str | None = None  # challenger of the open dispute (None unless DISPUTED)
     challenge_block: int = 0  # block of that challenge (0 unless DISPUTED)
+    dispute_deadline: int = 0  # challenge_block + dispute_timeout (0 unless DISPUTED)
+    attest_count: int = 0  # members that attested for this round
+    attest_end: int = 0  # close_block + attest_window (0 while close_block is 0)
+    availability_fixed: bool = False  # the included set can no longer change
 
     @classmethod
     def from_tuple(cls, values: Any) -> RoundInfo:
@@ -208,6 +242,40 @@ class RegisteredUpdate:
     client: str
     digest: bytes
     num_samples: int
+
+
+@dataclass(frozen=True)
+class SignedVote:
+    """One signed PBFT vote as equivocation evidence (mirror of ``FedChainTask.SignedVote``)."""
+
+    round: int
+    attempt: int
+    aggregate_digest: bytes
+    faulty: bool
+    signature: bytes
+
+    def as_tuple(self) -> tuple[int, int, bytes, bool, bytes]:
+        return (
+            self.round,
+            self.attempt,
+            _digest("aggregate_digest", self.aggregate_digest),
+            bool(self.faulty),
+            bytes(self.signature),
+        )
+
+
+def bitmap_words(bits: Sequence[bool]) -> list[int]:
+    """Pack ``bits`` (index i = update i) into the contract's 256-bit words."""
+    words = [0] * ((len(bits) + 255) // 256)
+    for i, bit in enumerate(bits):
+        if bit:
+            words[i // 256] |= 1 << (i % 256)
+    return words
+
+
+def bitmap_bits(words: Sequence[int], count: int) -> list[bool]:
+    """Unpack the contract's 256-bit words into ``count`` booleans."""
+    return [bool((int(words[i // 256]) >> (i % 256)) & 1) for i in range(count)]
 
 
 @dataclass(frozen=True)
@@ -290,11 +358,39 @@ class AggregatorIsSlashed(TaskRevert):
     params = ("account",)
 
 
+class AlreadyAttested(TaskRevert):
+    """A member attested twice for one round."""
+
+    error_name = "AlreadyAttested"
+    params = ("round", "account")
+
+
+class AttestationClosed(TaskRevert):
+    """``attest`` after the included set was fixed (n - f attestations or the window)."""
+
+    error_name = "AttestationClosed"
+    params = ("round", "attestCount", "attestEnd")
+
+
+class AttestationOpen(TaskRevert):
+    """Aggregation-phase call while the committee is still attesting availability."""
+
+    error_name = "AttestationOpen"
+    params = ("round", "attestCount", "attestEnd")
+
+
 class AttemptMismatch(TaskRevert):
     """``resolveDispute`` names another attempt than the disputed submission's."""
 
     error_name = "AttemptMismatch"
     params = ("round", "disputedAttempt", "attempt")
+
+
+class BadBitmap(TaskRevert):
+    """An attestation bitmap of the wrong length, or with bits past the update count."""
+
+    error_name = "BadBitmap"
+    params = ("expectedWords", "words")
 
 
 class ChallengeWindowClosed(TaskRevert):
@@ -351,6 +447,20 @@ class DisputeOpen(TaskRevert):
     params = ("round", "challenger")
 
 
+class DisputeNotTimedOut(TaskRevert):
+    """``expireDispute`` while block.number <= disputeDeadline."""
+
+    error_name = "DisputeNotTimedOut"
+    params = ("round", "disputeDeadline")
+
+
+class DisputeTimedOut(TaskRevert):
+    """``resolveDispute`` after the dispute deadline (it can only be expired now)."""
+
+    error_name = "DisputeTimedOut"
+    params = ("round", "disputeDeadline")
+
+
 class DuplicateSigner(TaskRevert):
     """The same signer appears twice in a certificate (``index`` is the second one)."""
 
@@ -362,6 +472,13 @@ class EmptyCommittee(TaskRevert):
     """A quorum was asked for an empty committee (``commitQuorum`` before any registration)."""
 
     error_name = "EmptyCommittee"
+
+
+class InvalidEvidence(TaskRevert):
+    """Equivocation evidence refused; ``reason`` is an :class:`EvidenceFault`."""
+
+    error_name = "InvalidEvidence"
+    params = ("reason",)
 
 
 class InvalidNumRounds(TaskRevert):
@@ -398,7 +515,7 @@ class InvalidUpdateBounds(TaskRevert):
 
 class InvalidWindow(TaskRevert):
     error_name = "InvalidWindow"
-    params = ("collectWindow", "submitTimeout", "challengeWindow")
+    params = ("collectWindow", "submitTimeout", "challengeWindow", "disputeTimeout")
 
 
 class NoAggregateSubmitted(TaskRevert):
@@ -566,7 +683,11 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         AggregateAlreadySubmitted,
         AggregatorAlreadyRegistered,
         AggregatorIsSlashed,
+        AlreadyAttested,
+        AttestationClosed,
+        AttestationOpen,
         AttemptMismatch,
+        BadBitmap,
         ChallengeWindowClosed,
         ChallengeWindowOpen,
         ChallengerIsSubmitter,
@@ -574,9 +695,12 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         CollectionClosed,
         CollectionNotClosed,
         DeadlineNotPassed,
+        DisputeNotTimedOut,
         DisputeOpen,
+        DisputeTimedOut,
         DuplicateSigner,
         EmptyCommittee,
+        InvalidEvidence,
         InvalidNumRounds,
         InvalidRotationPolicy,
         InvalidShortString,
@@ -725,6 +849,31 @@ class TaskContract:
         round, attempt, faulty, view, sigs = certificate.to_contract_args()
         return self.resolve_dispute(acct, round, attempt, faulty, view, sigs)
 
+    def attest(self, acct: LocalAccount, round: int, held: Sequence[bool]) -> Any:
+        """Attest to holding (fetched and pinned) the updates of ``round`` marked in ``held``
+        (one flag per registered update, in registration order)."""
+        return self._tx(acct, "attest", round, bitmap_words(held))
+
+    def expire_dispute(self, acct: LocalAccount, round: int) -> Any:
+        """Discard the disputed aggregate of ``round`` after its dispute timed out."""
+        return self._tx(acct, "expireDispute", round)
+
+    def slash_equivocation(
+        self,
+        acct: LocalAccount,
+        kind: int,
+        view: int,
+        seq: int,
+        first: SignedVote | tuple[int, int, bytes, bool, bytes],
+        second: SignedVote | tuple[int, int, bytes, bool, bytes],
+    ) -> Any:
+        """Prove that one member signed two conflicting PBFT messages (see
+        :class:`EvidenceKind`); the caller is credited half of its stake. ``first`` and
+        ``second`` are :class:`SignedVote` s or ``(round, attempt, digest, faulty, sig)``."""
+        a = first if isinstance(first, SignedVote) else SignedVote(*first)
+        b = second if isinstance(second, SignedVote) else SignedVote(*second)
+        return self._tx(acct, "slashEquivocation", int(kind), view, seq, a.as_tuple(), b.as_tuple())
+
     def top_up_stake(self, acct: LocalAccount, value: int) -> Any:
         return self._tx(acct, "topUpStake", value=value)
 
@@ -771,6 +920,15 @@ class TaskContract:
             RegisteredUpdate(i, to_checksum_address(c), bytes(d), int(n))
             for i, (c, d, n) in enumerate(zip(clients, digests, samples, strict=True))
         ]
+
+    def included_updates(self, round: int) -> list[bool]:
+        """The round's included set, one flag per registered update (final once
+        ``round_info(round).availability_fixed``)."""
+        return bitmap_bits(self._call("includedUpdates", round), self.update_count(round))
+
+    def attestation(self, round: int, member: int) -> list[bool]:
+        """What committee member ``member`` (index) attested for ``round``."""
+        return bitmap_bits(self._call("attestation", round, member), self.update_count(round))
 
     def update_count(self, round: int) -> int:
         return int(self._call("updateCount", round))

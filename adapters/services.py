@@ -553,6 +553,10 @@ class AnvilService(_Service):
     not anvil's 10000: ``Chain.connect`` tops every derived account up to 1000 ether, so one
     run of 10 clients + 4 aggregators takes 15000); :attr:`funding_key` is the first one's
     key, for ``Chain.connect(url, funding_key=...)``.
+
+    ``state_path``: anvil keeps its chain (blocks, accounts, contract storage) in that file
+    (``--state``: loaded at start if present, written on shutdown and every second), so a
+    stopped or crashed anvil restarted with the same path and port resumes the same chain.
     """
 
     name = "anvil"
@@ -570,8 +574,10 @@ class AnvilService(_Service):
         chain_id: int | None = None,
         die_with_parent: bool = False,
         extra_args: tuple[str, ...] = (),
+        state_path: str | os.PathLike[str] | None = None,
     ) -> None:
         super().__init__(data_dir, die_with_parent=die_with_parent)
+        self.state_path = Path(state_path) if state_path is not None else None
         if block_time is not None and block_time <= 0:
             raise ServiceError("block_time must be > 0 seconds (None means automine)")
         if mixed_mining and block_time is None:
@@ -622,6 +628,8 @@ class AnvilService(_Service):
             cmd.append("--mixed-mining")
         if self.chain_id is not None:
             cmd += ["--chain-id", str(self.chain_id)]
+        if self.state_path is not None:
+            cmd += ["--state", str(self.state_path), "--state-interval", "1"]
         return cmd + list(self.extra_args)
 
     def _discover_port(self) -> int | None:

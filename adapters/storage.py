@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from protocol.cid import block_cid, cid_for_digest, dag_pb_cid, parse_cid, raw_cid
+from protocol.cid import block_cid, cid_for_digest, content_cid, dag_pb_cid, parse_cid, raw_cid
 from protocol.errors import ContentNotFound, DigestMismatch, StorageError
 from protocol.unixfs import CHUNK_SIZE, DagBuilder, dag_complete, is_file_root, iter_file
 
@@ -427,6 +427,89 @@ def _api_multiaddr(api: str) -> str:
     else:
         proto = "dns"
     return f"/{proto}/{host}/tcp/{port}/{url.scheme}"
+
+
+class PeerStore:
+    """One node's view of content storage: its own store plus the stores of its peers.
+
+    Each node of an in-process run gets its own store (its own IPFS node, say); ``peers``
+    maps a node's address to that node's store, reached through the same Kubo-compatible
+    ``put``/``get``/``has`` interface. :meth:`get` and :meth:`has` look locally first and then
+    fetch from any peer that holds the content (verified by the peer's store, then pinned
+    locally); :meth:`has_local` and :meth:`fetch_from` give the narrower views the
+    availability protocol needs: what this node holds, and fetching a payload by its on-chain
+    digest from named nodes (the update's publisher, or the members that attested to it).
+    :meth:`push` hands content to chosen peers (a publisher uploading to some nodes only).
+    """
+
+    def __init__(self, local: ContentStore, peers: dict[str, ContentStore] | None = None) -> None:
+        self.local = local
+        self.peers: dict[str, ContentStore] = peers if peers is not None else {}
+
+    def put(self, data: bytes) -> str:
+        return self.local.put(data)
+
+    def has_local(self, digest: bytes) -> bool:
+        """Whether this node itself holds the whole payload with on-chain ``digest``."""
+        return has_digest(self.local, digest)
+
+    def fetch_from(self, digest: bytes, names: list[str]) -> bytes:
+        """The payload with on-chain ``digest`` from this node, else from the first of
+        ``names`` holding it (verified block by block, then pinned locally);
+        :class:`ContentNotFound` if none does."""
+        try:
+            return get_by_digest(self.local, digest)
+        except (ContentNotFound, DigestMismatch):
+            pass
+        for name in names:
+            peer = self.peers.get(name)
+            if peer is None or peer is self.local:
+                continue
+            try:
+                data = get_by_digest(peer, digest)
+            except (ContentNotFound, DigestMismatch):
+                continue
+            self.local.put(data)
+            return data
+        raise ContentNotFound(
+            f"no content for digest {digest.hex()} here or at {len(names)} peer(s)"
+        )
+
+    def _by_cid(self, cid: str) -> bytes:
+        try:
+            return self.local.get(cid)
+        except (ContentNotFound, DigestMismatch):
+            pass
+        for peer in self.peers.values():
+            if peer is self.local:
+                continue
+            try:
+                data = peer.get(cid)
+            except (ContentNotFound, DigestMismatch):
+                continue
+            self.local.put(data)
+            return data
+        raise ContentNotFound(f"no content for {cid} here or at {len(self.peers)} peer(s)")
+
+    def get(self, cid: str) -> bytes:
+        return self._by_cid(cid)
+
+    def has(self, cid: str) -> bool:
+        try:
+            self._by_cid(cid)
+        except ContentNotFound:
+            return False
+        return True
+
+    def push(self, data: bytes, names: list[str]) -> str:
+        """Store ``data`` at the peers ``names`` (not locally); returns its CID."""
+        cid = content_cid(data)
+        for name in names:
+            self.peers[name].put(data)
+        return cid
+
+    def __repr__(self) -> str:
+        return f"PeerStore({self.local!r}, {len(self.peers)} peers)"
 
 
 def open_store(spec: str) -> ContentStore:

@@ -4,7 +4,11 @@ A behaviour decides three things for an aggregator, per round:
 
 * what it *publishes* when the contract chooses it (``publish``): the honest aggregate, a
   tampered one (noise, scaling, sign flip, stale model, wrong rule, dropped or substituted
-  updates), nothing at all (withhold), or a digest whose bytes it never makes available;
+  updates), nothing at all (withhold), a digest whose bytes it never makes available, or the
+  honest aggregate's bytes handed to only some nodes (``partial``, ``params.to``: committee
+  indices) and not served by itself;
+* what it *attests* to holding after collection closes (``attest``: honest, ``all`` —
+  including payloads it never fetched — or ``none``);
 * whether it *challenges* others' aggregates honestly, never, or frivolously (``challenger``);
 * how it *votes* in PBFT disputes (``pbft``: honest, lying, equivocating as primary, silent);
 * optionally, the phase at which it crashes (``crash_at``).
@@ -47,6 +51,8 @@ class Publication:
 
     payload: bytes
     available: bool = True
+    #: committee indices the bytes are handed to (``partial``): the publisher keeps none
+    push_to: tuple[int, ...] = ()
 
 
 def _with_params(ctx: RoundContext, params: np.ndarray) -> bytes:
@@ -137,9 +143,10 @@ TAMPERS: dict[str, Tamper] = {
 }
 
 #: Every publish behaviour: the tampers, plus honest, withhold and unavailable.
-PUBLISH_BEHAVIOURS = ("honest", "withhold", "unavailable", *TAMPERS)
+PUBLISH_BEHAVIOURS = ("honest", "withhold", "unavailable", "partial", *TAMPERS)
+ATTESTERS = ("honest", "all", "none")
 CHALLENGERS = ("honest", "frivolous", "never")
-PBFT_BEHAVIOURS = ("honest", "lying", "equivocating", "silent", "colluding")
+PBFT_BEHAVIOURS = ("honest", "lying", "equivocating", "double", "silent", "colluding")
 CRASH_PHASES = ("before-submit", "after-publish", "before-verify", "before-finalize")
 
 
@@ -152,6 +159,7 @@ class Behaviour:
     rounds: frozenset[int] | None = None
     challenger: str = "honest"
     pbft: str = "honest"
+    attest: str = "honest"
     crash_at: str | None = None
     crash_round: int | None = None
     restart_after_blocks: int | None = None
@@ -165,6 +173,15 @@ class Behaviour:
             raise ConfigError(f"challenger must be one of {CHALLENGERS}, got {self.challenger!r}")
         if self.pbft not in PBFT_BEHAVIOURS:
             raise ConfigError(f"pbft must be one of {PBFT_BEHAVIOURS}, got {self.pbft!r}")
+        if self.attest not in ATTESTERS:
+            raise ConfigError(f"attest must be one of {ATTESTERS}, got {self.attest!r}")
+        if self.publish == "partial":
+            to = self.params.get("to")
+            if not isinstance(to, list) or not all(isinstance(i, int) for i in to):
+                raise ConfigError("behaviour 'partial' needs params.to, a list of indices")
+            unknown = sorted(set(self.params) - {"to"})
+            if unknown:
+                raise ConfigError(f"behaviour 'partial' does not take {unknown}; accepted: ['to']")
         if self.crash_at is not None and self.crash_at not in CRASH_PHASES:
             raise ConfigError(f"crash_at must be one of {CRASH_PHASES}, got {self.crash_at!r}")
         if self.publish in TAMPERS:
@@ -183,6 +200,7 @@ class Behaviour:
             self.publish == "honest"
             and self.challenger == "honest"
             and self.pbft == "honest"
+            and self.attest == "honest"
             and self.crash_at is None
         )
 
@@ -198,6 +216,9 @@ class Behaviour:
             return None
         if self.publish == "unavailable":
             return Publication(ctx.honest.payload, available=False)
+        if self.publish == "partial":
+            to = tuple(int(i) for i in self.params["to"])
+            return Publication(ctx.honest.payload, available=False, push_to=to)
         return Publication(TAMPERS[self.publish](ctx, **dict(self.params)))
 
 

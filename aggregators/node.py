@@ -2,13 +2,18 @@
 
 One :meth:`AggregatorNode.step` reads the contract and does what the protocol asks now:
 
-* the round's collection closed and the contract chose *this* node for the current attempt:
-  fetch exactly the registered updates, verify each against its on-chain digest (the store
-  does), run the rule, publish the new global state and ``submitAggregate``;
+* the round's collection closed: fetch every registered update from its publisher, pin what
+  arrived and ``attest`` to it (one bitmap); the contract fixes the round's included set (the
+  updates at least f + 1 members attested) once n - f attested or the window passed;
+* the included set is fixed and the contract chose *this* node for the current attempt:
+  fetch exactly the included updates (from this node, else from the members that attested to
+  them), verify each against its on-chain digest (the store does), run the rule, publish the
+  new global state and ``submitAggregate``;
 * the chosen aggregator let its deadline pass: ``advanceAttempt`` (anyone may);
 * another node submitted: re-execute the round and compare digests; a mismatch or an
   unavailable aggregate is challenged (bonded) inside the window;
-* the challenge window is over: ``finalize``.
+* the challenge window is over: ``finalize``;
+* a dispute went unresolved past its deadline: ``expireDispute`` (anyone may).
 
 Its :class:`~aggregators.behaviours.Behaviour` can make it faulty in any of the threat
 model's ways. Nothing here is remembered that the chain does not also know, so a restarted
@@ -28,8 +33,8 @@ from typing import Any
 from eth_account.signers.local import LocalAccount
 
 from adapters.chain import Chain
-from adapters.contract import Phase, RoundInfo, TaskContract
-from adapters.storage import ContentStore, get_by_digest, has_digest
+from adapters.contract import Phase, RegisteredUpdate, RoundInfo, TaskContract
+from adapters.storage import ContentStore, PeerStore, get_by_digest, has_digest
 from aggregators.behaviours import HONEST, Behaviour, RoundContext
 from aggregators.execution import RoundResult, execute_round, rule_for
 from protocol.cid import content_digest
@@ -104,8 +109,11 @@ class AggregatorNode:
         self.verifications: dict[tuple[int, int], Verification] = {}
         self.withheld: set[tuple[int, int]] = set()
         self.challenged: set[tuple[int, int]] = set()
+        self.attested: set[int] = set()
         self._last_try: dict[tuple[str, int], int] = {}
-        self._cache: dict[tuple[int, bytes, tuple[bytes, ...]], tuple[RoundResult, _RoundInputs]]
+        self._cache: dict[
+            tuple[int, bytes, tuple[bytes, ...], tuple[bool, ...]], tuple[RoundResult, _RoundInputs]
+        ]
         self._cache = {}
 
     # -- protocol steps --------------------------------------------------------------------
@@ -117,11 +125,64 @@ class AggregatorNode:
         if round_ == 0:  # task not started
             return []
         phase = task.phase(round_)
-        if phase == Phase.AGGREGATING:
-            return self._on_aggregating(round_)
-        if phase == Phase.SUBMITTED:
-            return self._on_submitted(round_)
+        try:
+            if phase == Phase.ATTESTING:
+                return self._on_attesting(round_)
+            if phase == Phase.AGGREGATING:
+                return self._on_aggregating(round_)
+            if phase == Phase.SUBMITTED:
+                return self._on_submitted(round_)
+            if phase == Phase.DISPUTED:
+                return self._on_disputed(round_)
+        except StorageError as exc:
+            # An included payload no attester served yet: nothing to do but try again later
+            # (reported once per block, so the driver lets time pass).
+            block = self.chain.block_number()
+            if self._last_try.get(("fetch-failed", round_)) == block:
+                return []
+            self._last_try[("fetch-failed", round_)] = block
+            return [AggregatorEvent(round_, "fetch-failed", {"error": str(exc)})]
         return []
+
+    def _on_attesting(self, round_: int) -> list[AggregatorEvent]:
+        if round_ in self.attested or self.behaviour.attest == "none":
+            return []
+        updates = self.task.updates(round_)
+        if self.behaviour.attest == "all":
+            held = [True] * len(updates)
+        else:
+            with self.clock.phase(round_, "fetch"):
+                held = [self._pin_from_publisher(u) for u in updates]
+        events = self._try(
+            round_,
+            "attest",
+            lambda: self.task.attest(self.account, round_, held),
+            {"held": sum(held), "updates": len(updates)},
+        )
+        if any(e.action == "attest" or e.action.endswith("-refused") for e in events):
+            self.attested.add(round_)  # done, or too late / already done before a restart
+        return events
+
+    def _pin_from_publisher(self, update: RegisteredUpdate) -> bool:
+        """Fetch ``update`` from its publisher (the client's node) and pin it; True if held."""
+        if not isinstance(self.store, PeerStore):
+            return has_digest(self.store, update.digest)
+        try:
+            self.store.fetch_from(update.digest, [update.client])
+        except StorageError:
+            return False
+        return True
+
+    def _on_disputed(self, round_: int) -> list[AggregatorEvent]:
+        info = self.task.round_info(round_)
+        if self.chain.block_number() + 1 <= info.dispute_deadline:
+            return []
+        return self._try(
+            round_,
+            "expireDispute",
+            lambda: self.task.expire_dispute(self.account, round_),
+            {"attempt": info.submission_attempt, "submitter": info.aggregator},
+        )
 
     def _crash_here(self, phase: str, round_: int) -> None:
         b = self.behaviour
@@ -155,9 +216,12 @@ class AggregatorNode:
             self.withheld.add((round_, chosen.attempt))
             return [AggregatorEvent(round_, "withhold", {"attempt": chosen.attempt})]
         digest = content_digest(publication.payload)
-        if publication.available:
-            with self.clock.phase(round_, "publish"):
+        with self.clock.phase(round_, "publish"):
+            if publication.available:
                 self.store.put(publication.payload)
+            if publication.push_to and isinstance(self.store, PeerStore):
+                committee = self.task.aggregators()
+                self.store.push(publication.payload, [committee[i] for i in publication.push_to])
         self._crash_here("after-publish", round_)
         with self.clock.phase(round_, "submit"):
             return self._try(
@@ -247,19 +311,40 @@ class AggregatorNode:
     # -- computation -----------------------------------------------------------------------
 
     def compute(self, round_: int) -> tuple[RoundResult, _RoundInputs]:
-        """Fetch the round's registered inputs and re-execute the rule (cached)."""
+        """Fetch the round's included inputs and re-execute the rule (cached).
+
+        Updates outside the included set are excluded as unavailable, whatever this node
+        holds. An included update this node lacks is fetched from the members that attested
+        to it (at least one of them is correct); if none serves it yet, StorageError."""
         with self.clock.phase(round_, "fetch"):
             global_digest = self.task.global_model_digest()
             updates = self.task.updates(round_)
-            key = (round_, global_digest, tuple(u.digest for u in updates))
+            included = self.task.included_updates(round_)
+            key = (round_, global_digest, tuple(u.digest for u in updates), tuple(included))
             if key in self._cache:
                 return self._cache[key]
             global_payload = get_by_digest(self.store, global_digest)
             payloads: list[bytes | None] = []
-            for update in updates:
+            attesters: dict[int, list[str]] | None = None
+            for update, take in zip(updates, included, strict=True):
+                if not take:
+                    payloads.append(None)
+                    continue
+                if not isinstance(self.store, PeerStore):
+                    try:
+                        payloads.append(get_by_digest(self.store, update.digest))
+                    except StorageError:
+                        payloads.append(None)
+                    continue
+                if attesters is None:
+                    attesters = self._attesters(round_, len(updates))
+                # no attestation at all (attestWindow 0): any peer that has it
+                sources = attesters.get(update.index) or list(self.store.peers)
                 try:
-                    payloads.append(get_by_digest(self.store, update.digest))
+                    payloads.append(self.store.fetch_from(update.digest, sources))
                 except StorageError:
+                    if update.index in attesters:
+                        raise  # attested by f + 1: a correct attester will serve it
                     payloads.append(None)
         inputs = _RoundInputs(global_payload, payloads, [u.num_samples for u in updates])
         with self.clock.phase(round_, "aggregate"):
@@ -268,6 +353,15 @@ class AggregatorNode:
             )
         self._cache = {key: (result, inputs)}
         return result, inputs
+
+    def _attesters(self, round_: int, count: int) -> dict[int, list[str]]:
+        """Update index -> addresses of the members that attested to holding it."""
+        out: dict[int, list[str]] = {}
+        for member, address in enumerate(self.task.aggregators()):
+            for index, held in enumerate(self.task.attestation(round_, member)[:count]):
+                if held:
+                    out.setdefault(index, []).append(address)
+        return out
 
     def verify(self, round_: int, attempt: int, submitter: str, submitted: bytes) -> Verification:
         """Re-execute round ``round_`` and compare with the submitted digest."""

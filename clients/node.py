@@ -22,6 +22,7 @@ from adapters.storage import ContentStore, get_by_digest
 from clients.data import Dataset
 from clients.training import TrainConfig, derive_seed, train_local
 from protocol.cid import content_digest
+from protocol.errors import ContractRevert
 from protocol.fixedpoint import dequantise, quantise
 from protocol.manifest import TaskManifest
 from protocol.metrics import PhaseClock
@@ -31,6 +32,9 @@ from protocol.payloads import decode_global_state, encode_update
 DeltaHook = Callable[[int, np.ndarray], np.ndarray]
 #: A payload hook encodes (round, quantised delta) itself: malformed-payload attacks.
 PayloadHook = Callable[[int, np.ndarray], bytes]
+#: A publish hook stores the payload somewhere else than this client's own node (e.g. only at
+#: some aggregators, or nowhere): availability attacks.
+PublishHook = Callable[[int, bytes], object]
 
 
 @dataclass
@@ -61,6 +65,7 @@ class ClientNode:
         delta_hook: DeltaHook | None = None,
         payload_hook: PayloadHook | None = None,
         ready: Callable[[int], bool] | None = None,
+        publish: PublishHook | None = None,
     ) -> None:
         self.name = name
         self.account = account
@@ -76,6 +81,7 @@ class ClientNode:
         self.delta_hook = delta_hook
         self.payload_hook = payload_hook
         self.ready = ready
+        self.publish = publish
         self._submitted: set[int] = set()
 
     def already_submitted(self, round_: int) -> bool:
@@ -101,7 +107,13 @@ class ClientNode:
             return []
         if self.ready is not None and not self.ready(round_):
             return []  # e.g. an omniscient attacker waiting to see the honest updates
-        return [self.submit_round(round_)]
+        try:
+            return [self.submit_round(round_)]
+        except ContractRevert as exc:
+            # e.g. collection closed while this client trained: the chain says what is left
+            # to do, so the refusal is reported and the client re-reads it next step.
+            self._submitted.add(round_)
+            return [ClientEvent(round_, "submitUpdate-refused", {"error": exc.error_name})]
 
     def submit_round(self, round_: int) -> ClientEvent:
         """Train on the current global state and register the update for ``round_``."""
@@ -127,7 +139,10 @@ class ClientNode:
         else:
             payload = encode_update(layout, round_, q)
         with self.clock.phase(round_, "upload"):
-            self.store.put(payload)
+            if self.publish is not None:
+                self.publish(round_, payload)
+            else:
+                self.store.put(payload)
         digest = content_digest(payload)
         with self.clock.phase(round_, "register"):
             self.task.submit_update(self.account, round_, digest, result.num_samples)

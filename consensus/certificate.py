@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from eth_account.signers.local import LocalAccount
 from eth_utils.crypto import keccak
 
 from consensus.messages import (
@@ -29,12 +30,13 @@ from consensus.messages import (
     InstanceKey,
     checksum_address,
     recover_signer,
+    sign_struct,
     struct_hash,
 )
 from consensus.quorums import commit_quorum
 from protocol.errors import ConsensusError
 
-__all__ = ["CommitCertificate", "address_key", "verdict_digest", "verdict_struct_hash"]
+__all__ = ["CommitCertificate", "address_key", "endorse", "verdict_digest", "verdict_struct_hash"]
 
 
 def verdict_struct_hash(
@@ -55,6 +57,27 @@ def verdict_digest(
 def address_key(address: str) -> bytes:
     """Sort key of an address: its 20 bytes, i.e. the order of ``uint160(address)``."""
     return bytes.fromhex(address[2:])
+
+
+def endorse(
+    certificate: CommitCertificate, account: LocalAccount, domain: Domain
+) -> tuple[str, bytes]:
+    """``account``'s own signature over the verdict ``certificate`` decided.
+
+    A correct replica that knows a decision (it holds a valid certificate) may add its
+    signature to the same ``DisputeVerdict(round, attempt, digest, faulty, view)``: the verdict
+    is decided, so no conflicting certificate can exist, and the replica never signs the
+    opposite verdict for that dispute and view (the only commit pair the contract slashes).
+    This is how a certificate is completed from members still eligible on-chain when some of
+    the original signers were slashed meanwhile. Returns ``(address, 65-byte signature)``."""
+    sh = verdict_struct_hash(
+        certificate.round,
+        certificate.attempt,
+        certificate.aggregate_digest,
+        certificate.faulty,
+        certificate.view,
+    )
+    return str(account.address), sign_struct(account, domain, sh)
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,16 @@ which is what happens when no side can gather ``n - f`` votes: the dispute stall
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from eth_account.signers.local import LocalAccount
 
-from consensus.certificate import CommitCertificate
+from consensus.certificate import CommitCertificate, address_key, endorse
 from consensus.memnet import MemNet, NetConfig
-from consensus.messages import Domain, Instance
+from consensus.messages import Commit, Domain, Instance, Message, Prepare, sign
 from consensus.pbft import (
+    Action,
+    Broadcast,
     EquivocatingPrimary,
     LyingVoter,
     Node,
@@ -27,7 +29,33 @@ from consensus.pbft import (
     ReplicaConfig,
     SilentReplica,
 )
+from consensus.quorums import commit_quorum
 from protocol.errors import ConfigError
+
+
+class DoubleSigner(Replica):
+    """Runs the honest protocol, but sends every prepare and commit twice to everyone: once
+    as signed and once with the opposite verdict. Any replica then holds two conflicting
+    signed votes from it (recorded as evidence), which slash it on-chain."""
+
+    def start(self, instance: Instance) -> list[Action]:
+        return self._double(super().start(instance))
+
+    def on_message(self, msg: Message) -> list[Action]:
+        return self._double(super().on_message(msg))
+
+    def on_timer(self, timer_id: str) -> list[Action]:
+        return self._double(super().on_timer(timer_id))
+
+    def _double(self, actions: list[Action]) -> list[Action]:
+        out: list[Action] = []
+        for a in actions:
+            out.append(a)
+            if isinstance(a, Broadcast) and isinstance(a.msg, Prepare | Commit):
+                flipped = replace(a.msg, faulty=not a.msg.faulty, signature=b"")
+                out.append(Broadcast(sign(flipped, self.account, self.domain)))
+        return out
+
 
 #: PBFT behaviour name -> replica class. "colluding" replicas run the honest protocol with a
 #: lying ``validate`` (the aggregator node supplies it), so they are plain replicas here.
@@ -36,6 +64,7 @@ REPLICA_KINDS: dict[str, type[Replica] | None] = {
     "colluding": Replica,
     "lying": LyingVoter,
     "equivocating": EquivocatingPrimary,
+    "double": DoubleSigner,
     "silent": None,
 }
 
@@ -82,6 +111,7 @@ class Committee:
             else:
                 nodes.append(cls(i, committee, account, domain, validate, replica_config))
         self.domain = domain
+        self.accounts = list(accounts)
         self.behaviours = list(behaviours)
         self.nodes = nodes
         self.net = MemNet(nodes, net or NetConfig(), seed=seed)
@@ -90,8 +120,20 @@ class Committee:
         """Silence member ``index`` from now on (a crashed aggregator)."""
         self.net.crash(index)
 
-    def dispute(self, instance: Instance, max_ticks: int = 5000) -> DisputeOutcome:
-        """Run the PBFT instance for a challenged aggregate until a replica decides."""
+    def dispute(
+        self,
+        instance: Instance,
+        max_ticks: int = 5000,
+        eligible: Callable[[str], bool] | None = None,
+    ) -> DisputeOutcome:
+        """Run the PBFT instance for a challenged aggregate until a replica decides.
+
+        The outcome's certificate carries only signers for which ``eligible(address)`` holds
+        (on-chain: registered and not slashed when ``resolveDispute`` runs): it pools the
+        commits of every replica's decision with the endorsements of the honest replicas that
+        decided (:func:`consensus.certificate.endorse`), and keeps collecting, while the
+        others finish, until ``n - f`` eligible signers are in. Short of that the dispute
+        counts as undecided."""
         start = self.net.now
 
         def decided(net: MemNet) -> bool:
@@ -115,12 +157,42 @@ class Committee:
             ),
             max_ticks=200,
         )
+        certificate = self._eligible_certificate(instance, decision.certificate, eligible)
+        if certificate is None:
+            view = decision.certificate.view
+            return DisputeOutcome(False, None, None, None, self.net.now - start, view, view_changes)
         return DisputeOutcome(
             True,
             decision.faulty,
-            decision.certificate,
+            certificate,
             first,
             self.net.now - start,
-            decision.certificate.view,
+            certificate.view,
             view_changes,
         )
+
+    def _eligible_certificate(
+        self,
+        instance: Instance,
+        decided: CommitCertificate,
+        eligible: Callable[[str], bool] | None,
+    ) -> CommitCertificate | None:
+        """``n - f`` eligible signatures over the decided verdict, or None if too few."""
+        pool: dict[str, bytes] = {}
+        for i, node in enumerate(self.nodes):
+            decision = self.net.decisions[i].get(instance)
+            if decision is None or not isinstance(node, Replica):
+                continue
+            cert = decision.certificate
+            if (cert.faulty, cert.view) == (decided.faulty, decided.view):
+                pool.update(cert.signatures)
+            if self.behaviours[i] == "honest" and cert.faulty == decided.faulty:
+                address, sig = endorse(decided, node.account, self.domain)
+                pool[address] = sig
+        members = [a.address for a in self.accounts]
+        keep = {a: sig for a, sig in pool.items() if eligible is None or eligible(a)}
+        need = commit_quorum(len(members))
+        if len(keep) < need:
+            return None
+        signers = sorted(keep, key=address_key)[:need]
+        return replace(decided, signatures=tuple((a, keep[a]) for a in signers))

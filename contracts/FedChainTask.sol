@@ -7,25 +7,33 @@ import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {Quorums} from "./lib/Quorums.sol";
 import {Rotation} from "./lib/Rotation.sol";
+import {Availability} from "./lib/Availability.sol";
 
 /// @title FedChainTask
 /// @notice One deployment is one federated-learning task: a committee of staked aggregators
 ///         (frozen at `start`), any number of registered clients, and `numRounds` rounds.
-///         Each round: clients register update digests (collection), the contract picks the
+///         Each round: clients register update digests (collection), the committee attests
+///         which payloads it holds (the round's included set), the contract picks the
 ///         aggregator for the current attempt, the chosen aggregator submits the aggregate
 ///         digest with a bond, a challenge window runs, and `finalize` makes the aggregate the
 ///         new global model. All windows are counted in blocks.
 /// @dev    Round state machine (see `Phase`):
-///         Pending -> Collecting -> Aggregating -> Submitted -> Finalized.
-///         Collecting/Aggregating are derived lazily from block numbers (no transaction closes
-///         collection); Submitted/Disputed/Finalized are stored. A missed deadline keeps the
-///         round in Aggregating with attempt + 1 (`advanceAttempt`). Dispute path:
-///         Submitted -> Disputed (`challenge`, bonded, only while block.number <=
-///         challengeDeadline) -> `resolveDispute` with an EIP-712 commit certificate of
-///         n - f committee signatures (see `Quorums`) -> Aggregating with attempt + 1 (aggregate
+///         Pending -> Collecting -> Attesting -> Aggregating -> Submitted -> Finalized.
+///         Collecting/Attesting/Aggregating are derived lazily from block numbers and the
+///         attestation count (no transaction closes a phase); Submitted/Disputed/Finalized
+///         are stored. Attesting ends once n - f members attested or `attestWindow` blocks
+///         passed; the included set (updates attested by >= f + 1 members) is fixed from
+///         then on. A missed deadline keeps the round in Aggregating with attempt + 1
+///         (`advanceAttempt`). Dispute path: Submitted -> Disputed (`challenge`, bonded, only
+///         while block.number <= challengeDeadline) -> `resolveDispute` with an EIP-712 commit
+///         certificate of n - f eligible committee signatures (see `Quorums`) while
+///         block.number <= disputeDeadline -> Aggregating with attempt + 1 (aggregate
 ///         rejected: submitter slashed) or back to Submitted (aggregate upheld: challenge bond
-///         forfeited). Money only ever leaves through `withdraw` (pull payments); every other
-///         function moves value between stakes, the held bonds and `credits`.
+///         forfeited); after disputeDeadline `expireDispute` discards the aggregate (both
+///         bonds to the treasury) -> Aggregating with attempt + 1. `slashEquivocation` slashes a
+///         member that signed two conflicting PBFT messages. Money only ever leaves through
+///         `withdraw` (pull payments); every other function moves value between stakes, the
+///         held bonds and `credits`.
 contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     // ------------------------------------------------------------------------------------
     // Types
@@ -42,6 +50,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         uint32 collectWindow;
         uint32 submitTimeout;
         uint32 challengeWindow;
+        uint32 attestWindow; // 0: no attestation phase, every registered update is included
+        uint32 disputeTimeout; // blocks after a challenge until the dispute can be expired
         uint8 rotationPolicy; // 0 round-robin, 1 seeded random
         bytes32 rotationSeed;
         uint256 aggregatorStake;
@@ -50,11 +60,14 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         uint256 timeoutPenalty;
     }
 
-    /// @notice Lifecycle of a round. `Pending`: not opened yet. `Disputed`: a challenge of the
-    ///         submitted aggregate waits for the committee's certificate (`resolveDispute`).
+    /// @notice Lifecycle of a round. `Pending`: not opened yet. `Attesting`: collection closed,
+    ///         the committee attests which payloads it holds (`attest`). `Disputed`: a challenge
+    ///         of the submitted aggregate waits for the committee's certificate
+    ///         (`resolveDispute`) or its timeout (`expireDispute`).
     enum Phase {
         Pending,
         Collecting,
+        Attesting,
         Aggregating,
         Submitted,
         Disputed,
@@ -68,14 +81,16 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         bytes32 digest;
     }
 
-    /// @dev Storage layout of a round (4 slots). `status` only ever holds Pending (open,
-    ///      lazily Collecting/Aggregating), Submitted, Disputed or Finalized. `challenger` and
-    ///      `challengeBlock` are non-zero only while the round is Disputed.
+    /// @dev Storage layout of a round (5 slots). `status` only ever holds Pending (open,
+    ///      lazily Collecting/Attesting/Aggregating), Submitted, Disputed or Finalized.
+    ///      `challenger` and `challengeBlock` are non-zero only while the round is Disputed.
     struct RoundState {
         // slot 0
         uint64 openBlock;
         uint64 closeBlock; // 0 until minUpdates is reached, then the block collection closes
-        uint64 attemptStart; // start block of attempts >= 1 (attempt 0 starts at closeBlock)
+        // start block of the current attempt; for attempt 0 only once n - f members attested
+        // (then attempt 0 starts at that block; otherwise at closeBlock + attestWindow)
+        uint64 attemptStart;
         uint32 attempt;
         uint32 updateCount;
         // slot 1
@@ -87,6 +102,9 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         // slot 3
         address challenger; // bonded challenger of the open dispute
         uint64 challengeBlock;
+        uint16 attestCount; // members that attested (at most 256)
+        // slot 4
+        uint256 attestMask; // bit i: committee member i attested
     }
 
     /// @notice Read-only view of a round with every lazily derived field resolved.
@@ -108,6 +126,10 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         bool finalized;
         address challenger; // challenger of the open dispute (0 unless Disputed)
         uint64 challengeBlock; // block of that challenge (0 unless Disputed)
+        uint64 disputeDeadline; // challengeBlock + disputeTimeout (0 unless Disputed)
+        uint32 attestCount; // members that attested for this round
+        uint64 attestEnd; // closeBlock + attestWindow (0 while closeBlock is 0)
+        bool availabilityFixed; // the included set can no longer change
     }
 
     struct AggregatorState {
@@ -129,7 +151,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
 
     error InvalidNumRounds(uint32 numRounds);
     error InvalidUpdateBounds(uint32 minUpdates, uint32 maxUpdates);
-    error InvalidWindow(uint32 collectWindow, uint32 submitTimeout, uint32 challengeWindow);
+    error InvalidWindow(uint32 collectWindow, uint32 submitTimeout, uint32 challengeWindow, uint32 disputeTimeout);
     error InvalidRotationPolicy(uint8 policy);
     error ZeroDigest();
     error ZeroSamples();
@@ -174,6 +196,17 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     error SignerSlashed(uint256 index, address signer);
     error DuplicateSigner(uint256 index, address signer);
     error SignersNotSorted(uint256 index, address previous, address signer);
+    error DisputeTimedOut(uint256 round, uint256 disputeDeadline);
+    error DisputeNotTimedOut(uint256 round, uint256 disputeDeadline);
+    // availability attestations
+    error AttestationOpen(uint256 round, uint256 attestCount, uint256 attestEnd);
+    error AttestationClosed(uint256 round, uint256 attestCount, uint256 attestEnd);
+    error AlreadyAttested(uint256 round, address account);
+    error BadBitmap(uint256 expectedWords, uint256 words);
+    // equivocation
+    /// @param reason 1 unknown message kind, 2 the two messages do not conflict, 3 they were
+    ///        signed by different members.
+    error InvalidEvidence(uint8 reason);
 
     // ------------------------------------------------------------------------------------
     // Events
@@ -222,6 +255,22 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     /// @notice `aggregator` lost `amount` (its whole remaining stake plus the aggregate bond)
     ///         and is permanently out of the rotation and of certificate quorums.
     event Slashed(address indexed aggregator, uint256 amount);
+    /// @notice `aggregator` attested to holding the updates of `round` set in its bitmap (the
+    ///         bitmap is in the transaction's calldata and in `attestation`).
+    event UpdatesAttested(uint256 indexed round, address indexed aggregator, uint256 attestCount);
+    /// @notice The dispute of (`round`, `attempt`) was not resolved within `disputeTimeout`
+    ///         blocks: the aggregate is discarded, the aggregate bond and the challenge bond
+    ///         (`treasuryAmount` together) go to the treasury, and the round re-opens at
+    ///         attempt + 1.
+    event DisputeExpired(
+        uint256 indexed round, uint256 attempt, address indexed submitter, address indexed challenger, uint256 treasuryAmount
+    );
+    /// @notice `aggregator` signed two conflicting PBFT messages of `kind` (0 PrePrepare,
+    ///         1 Prepare, 2 DisputeVerdict) in view `viewNumber`; `reporter` proved it and was
+    ///         credited `reward` (half the stake), the treasury the rest.
+    event EquivocationSlashed(
+        address indexed aggregator, uint8 kind, uint256 viewNumber, address indexed reporter, uint256 reward, uint256 treasuryAmount
+    );
 
     // ------------------------------------------------------------------------------------
     // State
@@ -235,6 +284,23 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     bytes32 public constant DISPUTE_VERDICT_TYPEHASH = keccak256(
         "DisputeVerdict(uint256 round,uint256 attempt,bytes32 aggregateDigest,bool faulty,uint256 view)"
     );
+    /// @notice EIP-712 type hashes of the PBFT slot votes (consensus.messages.TYPE_HASHES).
+    bytes32 public constant PRE_PREPARE_TYPEHASH = keccak256(
+        "PrePrepare(uint256 view,uint256 seq,uint256 round,uint256 attempt,bytes32 aggregateDigest,bool faulty)"
+    );
+    bytes32 public constant PREPARE_TYPEHASH = keccak256(
+        "Prepare(uint256 view,uint256 seq,uint256 round,uint256 attempt,bytes32 aggregateDigest,bool faulty)"
+    );
+
+    /// @notice One signed PBFT vote, as evidence: the dispute it is about, its verdict, and the
+    ///         member's 65-byte signature (r || s || v).
+    struct SignedVote {
+        uint256 round;
+        uint256 attempt;
+        bytes32 aggregateDigest;
+        bool faulty;
+        bytes signature;
+    }
 
     TaskConfig private _config;
 
@@ -245,11 +311,20 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     bytes32 private _globalModelDigest;
 
     address[] private _aggregators;
+    // Slither's uninitialized-state does not follow writes through storage references
+    // (`AggregatorState storage info = _aggregatorState[a]; info.registered = true;`), which is
+    // how these mappings are written.
+    // slither-disable-next-line uninitialized-state
     mapping(address account => AggregatorState) private _aggregatorState;
+    // slither-disable-next-line uninitialized-state
     mapping(address account => ClientState) private _clients;
 
     mapping(uint256 round => RoundState) private _rounds;
     mapping(uint256 round => mapping(uint256 index => Update)) private _updates;
+    /// @dev Attestation bitmaps: round -> committee index -> word -> bits (bit i of word w is
+    ///      update 256 * w + i of the round's registration order).
+    // slither-disable-next-line uninitialized-state
+    mapping(uint256 round => mapping(uint256 member => mapping(uint256 word => uint256))) private _attestations;
 
     /// @notice Wei each account can pull with `withdraw` (returned bonds, released stakes,
     ///         challenge rewards; timeout penalties, slash shares and forfeited challenge bonds
@@ -270,9 +345,9 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         if (cfg.minUpdates == 0 || cfg.minUpdates > cfg.maxUpdates) {
             revert InvalidUpdateBounds(cfg.minUpdates, cfg.maxUpdates);
         }
-        // INVARIANT: every window lasts at least one block.
-        if (cfg.collectWindow == 0 || cfg.submitTimeout == 0 || cfg.challengeWindow == 0) {
-            revert InvalidWindow(cfg.collectWindow, cfg.submitTimeout, cfg.challengeWindow);
+        // INVARIANT: every window lasts at least one block (attestWindow 0 disables attesting).
+        if (cfg.collectWindow == 0 || cfg.submitTimeout == 0 || cfg.challengeWindow == 0 || cfg.disputeTimeout == 0) {
+            revert InvalidWindow(cfg.collectWindow, cfg.submitTimeout, cfg.challengeWindow, cfg.disputeTimeout);
         }
         // INVARIANT: the rotation policy is one the contract implements.
         if (cfg.rotationPolicy > Rotation.SEEDED_RANDOM) revert InvalidRotationPolicy(cfg.rotationPolicy);
@@ -365,14 +440,57 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         emit UpdateSubmitted(round, index, msg.sender, digest, numSamples);
     }
 
+    /// @notice Attests that the caller fetched and pinned the updates of `round` whose bits are
+    ///         set in `bitmap` (bit i of word w is update 256 * w + i, registration order), so
+    ///         it serves them to its peers. One attestation per member per round. The round's
+    ///         included set is fixed once n - f members attested, or at `attestEnd`
+    ///         (closeBlock + attestWindow): the updates attested by at least f + 1 members,
+    ///         hence held by at least one correct member (`includedUpdates`).
+    /// @param round Must be the current round, with collection closed and attestation open.
+    /// @param bitmap ceil(updateCount / 256) words; bits past updateCount must be zero.
+    function attest(uint256 round, uint256[] calldata bitmap) external {
+        RoundState storage rs = _currentRoundState(round);
+        // INVARIANT: the set of updates to attest is final only once collection has closed.
+        if (!_collectionClosed(rs)) revert CollectionNotClosed(round, rs.updateCount, rs.closeBlock);
+        uint256 attestEnd = uint256(rs.closeBlock) + _config.attestWindow;
+        // INVARIANT: the included set never changes once fixed (n - f attestations, or the
+        // attestation window has passed).
+        if (_availabilityFixed(rs)) revert AttestationClosed(round, rs.attestCount, attestEnd);
+        AggregatorState storage info = _aggregatorState[msg.sender];
+        // INVARIANT: only committee members attest (they serve payloads to each other).
+        if (!info.registered) revert NotAggregator(msg.sender);
+        // INVARIANT: a slashed member has no say in what is included.
+        if (info.slashed) revert AggregatorIsSlashed(msg.sender);
+        uint256 bit = 1 << info.index;
+        // INVARIANT: one attestation per member per round.
+        if (rs.attestMask & bit != 0) revert AlreadyAttested(round, msg.sender);
+        uint256 count = rs.updateCount;
+        uint256 words = (count + 255) >> 8;
+        // INVARIANT: a bitmap covers exactly the registered updates.
+        if (bitmap.length != words || (count & 255 != 0 && bitmap[words - 1] >> (count & 255) != 0)) {
+            revert BadBitmap(words, bitmap.length);
+        }
+
+        mapping(uint256 => uint256) storage mine = _attestations[round][info.index];
+        for (uint256 w = 0; w < words; ++w) {
+            if (bitmap[w] != 0) mine[w] = bitmap[w];
+        }
+        rs.attestMask |= bit;
+        uint16 attested = rs.attestCount + 1;
+        rs.attestCount = attested;
+        // n - f attestations fix the included set now: attempt 0 starts at this block.
+        if (attested == Quorums.commitQuorum(_aggregators.length)) rs.attemptStart = uint64(block.number);
+        emit UpdatesAttested(round, msg.sender, attested);
+    }
+
     /// @notice Submits the aggregate for the current attempt of `round`, bonding exactly
     ///         `aggregateBond`. Opens the challenge window until submitBlock + challengeWindow.
     /// @param round Must be the current round, with collection closed.
     /// @param digest SHA-256 of the canonical bytes of the new global model (non-zero).
     function submitAggregate(uint256 round, bytes32 digest) external payable {
         RoundState storage rs = _currentRoundState(round);
-        // INVARIANT: aggregation starts only after collection has closed.
-        if (!_collectionClosed(rs)) revert CollectionNotClosed(round, rs.updateCount, rs.closeBlock);
+        // INVARIANT: aggregation starts only once the included set is fixed.
+        _requireAggregating(round, rs);
         // INVARIANT: one aggregate per attempt.
         if (rs.status != Phase.Pending) revert AggregateAlreadySubmitted(round, rs.attempt);
         (address chosen, uint256 deadline) = _chosen(round, rs);
@@ -399,15 +517,15 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     /// @param round Must be the current round, aggregating, with no submission this attempt.
     function advanceAttempt(uint256 round) external {
         RoundState storage rs = _currentRoundState(round);
-        // INVARIANT: attempts exist only once collection has closed.
-        if (!_collectionClosed(rs)) revert CollectionNotClosed(round, rs.updateCount, rs.closeBlock);
+        // INVARIANT: attempts exist only once the included set is fixed.
+        _requireAggregating(round, rs);
         // INVARIANT: a submitted aggregate is never skipped.
         if (rs.status != Phase.Pending) revert AggregateAlreadySubmitted(round, rs.attempt);
         (address laggard, uint256 deadline) = _chosen(round, rs);
         // INVARIANT: the chosen aggregator keeps its slot until the deadline has passed.
         if (block.number <= deadline) revert DeadlineNotPassed(round, rs.attempt, deadline);
 
-        uint256 penalty;
+        uint256 penalty = 0;
         if (laggard != address(0)) {
             AggregatorState storage info = _aggregatorState[laggard];
             penalty = _config.timeoutPenalty < info.stake ? _config.timeoutPenalty : info.stake;
@@ -525,6 +643,10 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         if (rs.status != Phase.Disputed) revert NoOpenDispute(round);
         // INVARIANT: a certificate only settles the submission it was made for.
         if (attempt != rs.attempt) revert AttemptMismatch(round, rs.attempt, attempt);
+        uint256 disputeDeadline = uint256(rs.challengeBlock) + _config.disputeTimeout;
+        // INVARIANT: resolveDispute is allowed iff block.number <= disputeDeadline and
+        // expireDispute iff block.number > disputeDeadline, so the two never overlap.
+        if (block.number > disputeDeadline) revert DisputeTimedOut(round, disputeDeadline);
         _verifyCertificate(verdictDigest(round, attempt, rs.aggregateDigest, faulty, viewNumber), signatures);
 
         address challenger = rs.challenger;
@@ -535,6 +657,110 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         } else {
             _upholdAggregate(round, rs, challenger, viewNumber);
         }
+    }
+
+    /// @notice Discards the disputed aggregate of `round` once its dispute has gone unresolved
+    ///         for more than `disputeTimeout` blocks (no certificate of n - f eligible members
+    ///         could be formed). Nothing was proven: nobody is slashed, but both bonds (the
+    ///         aggregate bond and the challenge bond) go to the treasury, so neither a faulty
+    ///         submitter nor a frivolous challenger gains from a stalled committee. The round
+    ///         re-opens at attempt + 1 for the next aggregator in rotation. Callable by anyone.
+    /// @param round Must be the current round, Disputed, with block.number > disputeDeadline.
+    function expireDispute(uint256 round) external {
+        RoundState storage rs = _currentRoundState(round);
+        // INVARIANT: only an open dispute can expire.
+        if (rs.status != Phase.Disputed) revert NoOpenDispute(round);
+        uint256 disputeDeadline = uint256(rs.challengeBlock) + _config.disputeTimeout;
+        // INVARIANT: expiry needs block.number > disputeDeadline (see resolveDispute).
+        if (block.number <= disputeDeadline) revert DisputeNotTimedOut(round, disputeDeadline);
+
+        address submitter = rs.aggregator;
+        address challenger = rs.challenger;
+        uint32 attempt = rs.attempt;
+        uint256 treasuryAmount = _config.aggregateBond + _config.challengeBond;
+        rs.challenger = address(0);
+        rs.challengeBlock = 0;
+        // INVARIANT: an aggregate whose dispute expired is never finalized.
+        _reopen(rs);
+        credits[owner()] += treasuryAmount;
+        emit DisputeExpired(round, attempt, submitter, challenger, treasuryAmount);
+    }
+
+    /// @notice Slashes a committee member that signed two conflicting PBFT messages under this
+    ///         task's EIP-712 domain: two `PrePrepare`s (kind 0) or two `Prepare`s (kind 1) for
+    ///         the same view and sequence number with different content, or two
+    ///         `DisputeVerdict` commits (kind 2) for the same dispute and view with opposite
+    ///         verdicts. A correct replica never signs such a pair (docs/pbft.md). The member
+    ///         loses its whole stake and leaves the rotation and the quorums; the caller is
+    ///         credited half of the stake (rounded down), the treasury the rest. Anyone may call.
+    /// @param kind 0 PrePrepare, 1 Prepare, 2 DisputeVerdict.
+    /// @param viewNumber The PBFT view both messages name.
+    /// @param seq The sequence number both messages name (ignored for kind 2, which has none).
+    function slashEquivocation(
+        uint8 kind,
+        uint256 viewNumber,
+        uint256 seq,
+        SignedVote calldata a,
+        SignedVote calldata b
+    ) external {
+        // INVARIANT: evidence is one of the three slashable message kinds.
+        if (kind > 2) revert InvalidEvidence(1);
+        bool sameDispute = a.round == b.round && a.attempt == b.attempt && a.aggregateDigest == b.aggregateDigest;
+        // INVARIANT: only a conflicting pair is evidence: commits of one dispute and view with
+        // opposite verdicts, or slot votes of one (view, seq) with different content.
+        if (kind == 2 ? !(sameDispute && a.faulty != b.faulty) : (sameDispute && a.faulty == b.faulty)) {
+            revert InvalidEvidence(2);
+        }
+        address signer = _voteSigner(0, kind, viewNumber, seq, a);
+        // INVARIANT: both messages were signed by the same member.
+        if (_voteSigner(1, kind, viewNumber, seq, b) != signer) revert InvalidEvidence(3);
+        AggregatorState storage info = _aggregatorState[signer];
+        // INVARIANT: a member is slashed at most once.
+        if (info.slashed) revert AggregatorIsSlashed(signer);
+
+        uint256 amount = info.stake;
+        uint256 reward = amount / 2;
+        info.stake = 0;
+        info.slashed = true;
+        credits[msg.sender] += reward;
+        credits[owner()] += amount - reward;
+        emit Slashed(signer, amount);
+        emit EquivocationSlashed(signer, kind, viewNumber, msg.sender, reward, amount - reward);
+    }
+
+    /// @dev The registered member that signed `vote` (evidence entry `index`) as a message of
+    ///      `kind`; reverts on a malformed signature or a stranger.
+    function _voteSigner(uint256 index, uint8 kind, uint256 viewNumber, uint256 seq, SignedVote calldata vote)
+        private
+        view
+        returns (address signer)
+    {
+        bytes32 structHash;
+        if (kind == 2) {
+            structHash = keccak256(
+                abi.encode(DISPUTE_VERDICT_TYPEHASH, vote.round, vote.attempt, vote.aggregateDigest, vote.faulty, viewNumber)
+            );
+        } else {
+            structHash = keccak256(
+                abi.encode(
+                    kind == 0 ? PRE_PREPARE_TYPEHASH : PREPARE_TYPEHASH,
+                    viewNumber,
+                    seq,
+                    vote.round,
+                    vote.attempt,
+                    vote.aggregateDigest,
+                    vote.faulty
+                )
+            );
+        }
+        ECDSA.RecoverError err;
+        // The third return value (the error's argument) adds nothing to `err`.
+        // slither-disable-next-line unused-return
+        (signer, err,) = ECDSA.tryRecoverCalldata(_hashTypedDataV4(structHash), vote.signature);
+        // INVARIANT: only well-formed, non-malleable signatures are evidence.
+        if (err != ECDSA.RecoverError.NoError) revert InvalidSignature(index, uint8(err));
+        // INVARIANT: only committee members can be slashed.
+        if (!_aggregatorState[signer].registered) revert SignerNotMember(index, signer);
     }
 
     /// @dev Faulty verdict: slash the submitter, split the slashed amount, re-open the round.
@@ -551,12 +777,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         sub.slashed = true;
         // INVARIANT: a rejected aggregate never counts; the next attempt starts now and the
         // rotation skips the slashed submitter.
-        rs.status = Phase.Pending;
-        rs.aggregator = address(0);
-        rs.submitBlock = 0;
-        rs.aggregateDigest = bytes32(0);
-        rs.attempt = attempt + 1;
-        rs.attemptStart = uint64(block.number);
+        _reopen(rs);
         credits[challenger] += _config.challengeBond + reward;
         credits[owner()] += treasuryAmount;
         emit Slashed(submitter, slashedAmount);
@@ -660,8 +881,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     function currentAggregator() external view returns (address aggregator, uint256 attempt, uint256 deadlineBlock) {
         uint256 round = _currentRound;
         RoundState storage rs = _currentRoundState(round);
-        // INVARIANT: no aggregator is chosen while collection is open.
-        if (!_collectionClosed(rs)) revert CollectionNotClosed(round, rs.updateCount, rs.closeBlock);
+        // INVARIANT: no aggregator is chosen before the included set is fixed.
+        _requireAggregating(round, rs);
         (aggregator, deadlineBlock) = _chosen(round, rs);
         attempt = rs.attempt;
     }
@@ -697,7 +918,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         if (round == 0 || round > _currentRound) return Phase.Pending;
         RoundState storage rs = _rounds[round];
         if (rs.status != Phase.Pending) return rs.status;
-        return _collectionClosed(rs) ? Phase.Aggregating : Phase.Collecting;
+        if (!_collectionClosed(rs)) return Phase.Collecting;
+        return _availabilityFixed(rs) ? Phase.Aggregating : Phase.Attesting;
     }
 
     /// @notice Full state of `round` with lazily derived fields resolved.
@@ -705,15 +927,18 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         RoundState storage rs = _rounds[round];
         info.phase = phase(round);
         if (info.phase == Phase.Pending) return info;
-        bool closed = _collectionClosed(rs);
-        uint64 attemptStart = rs.attempt == 0 ? rs.closeBlock : rs.attemptStart;
+        bool fixed_ = _collectionClosed(rs) && _availabilityFixed(rs);
+        uint64 attemptStart = _attemptStart(rs);
         info.openBlock = rs.openBlock;
         info.closeBlock = rs.closeBlock;
-        info.collectionClosed = closed;
+        info.collectionClosed = _collectionClosed(rs);
         info.updateCount = rs.updateCount;
         info.attempt = rs.attempt;
-        info.attemptStart = closed ? attemptStart : 0;
-        info.deadlineBlock = closed ? attemptStart + uint64(_config.submitTimeout) : 0;
+        info.attemptStart = fixed_ ? attemptStart : 0;
+        info.deadlineBlock = fixed_ ? attemptStart + uint64(_config.submitTimeout) : 0;
+        info.attestCount = rs.attestCount;
+        info.attestEnd = rs.closeBlock == 0 ? 0 : rs.closeBlock + uint64(_config.attestWindow);
+        info.availabilityFixed = fixed_;
         info.finalized = rs.status == Phase.Finalized;
         if (rs.status != Phase.Pending) {
             info.aggregator = rs.aggregator;
@@ -724,6 +949,9 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
             info.submissionUpdateCount = rs.updateCount;
             info.challenger = rs.challenger;
             info.challengeBlock = rs.challengeBlock;
+            if (rs.status == Phase.Disputed) {
+                info.disputeDeadline = rs.challengeBlock + uint64(_config.disputeTimeout);
+            }
         }
     }
 
@@ -743,6 +971,37 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
             clients[i] = u.client;
             digests[i] = u.digest;
             numSamples[i] = u.numSamples;
+        }
+    }
+
+    /// @notice The included set of `round` as a bitmap over its registered updates (bit i of
+    ///         word w is update 256 * w + i): the updates attested by at least f + 1 members
+    ///         (every update if `attestWindow` is 0). Final once `availabilityFixed` (getRound).
+    function includedUpdates(uint256 round) external view returns (uint256[] memory included) {
+        RoundState storage rs = _rounds[round];
+        uint256 count = rs.updateCount;
+        included = new uint256[]((count + 255) >> 8);
+        if (_config.attestWindow == 0) return Availability.allSet(count);
+        uint256 n = _aggregators.length;
+        uint256 mask = rs.attestMask;
+        uint256 threshold = Quorums.maxFaulty(n) + 1;
+        for (uint256 w = 0; w < included.length; ++w) {
+            // memory arrays start zeroed: the count of every update starts at 0
+            // slither-disable-next-line uninitialized-local
+            uint256[9] memory counter;
+            for (uint256 m = 0; m < n; ++m) {
+                if (mask & (1 << m) != 0) Availability.add(counter, _attestations[round][m][w]);
+            }
+            included[w] = Availability.atLeast(counter, threshold);
+        }
+    }
+
+    /// @notice The bitmap committee member `member` (by index) attested for `round` (all zero
+    ///         if it did not attest): where to fetch an included update from.
+    function attestation(uint256 round, uint256 member) external view returns (uint256[] memory bitmap) {
+        bitmap = new uint256[]((uint256(_rounds[round].updateCount) + 255) >> 8);
+        for (uint256 w = 0; w < bitmap.length; ++w) {
+            bitmap[w] = _attestations[round][member][w];
         }
     }
 
@@ -811,6 +1070,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         if (count < quorum) revert QuorumNotReached(count, quorum);
         address previous = address(0);
         for (uint256 i = 0; i < count; ++i) {
+            // The third return value (the error's argument) adds nothing to `err`.
+            // slither-disable-next-line unused-return
             (address signer, ECDSA.RecoverError err,) = ECDSA.tryRecoverCalldata(digest, signatures[i]);
             // INVARIANT: only well-formed, non-malleable signatures count.
             if (err != ECDSA.RecoverError.NoError) revert InvalidSignature(i, uint8(err));
@@ -829,6 +1090,40 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         }
     }
 
+    /// @dev Reverts unless `round` is past collection and attestation (aggregation phase).
+    function _requireAggregating(uint256 round, RoundState storage rs) private view {
+        if (!_collectionClosed(rs)) revert CollectionNotClosed(round, rs.updateCount, rs.closeBlock);
+        if (!_availabilityFixed(rs)) {
+            revert AttestationOpen(round, rs.attestCount, uint256(rs.closeBlock) + _config.attestWindow);
+        }
+    }
+
+    /// @dev Whether the included set of a round whose collection closed is fixed: n - f
+    ///      members attested, or block.number >= closeBlock + attestWindow.
+    function _availabilityFixed(RoundState storage rs) private view returns (bool) {
+        return rs.attestCount >= Quorums.commitQuorum(_aggregators.length)
+            || block.number >= uint256(rs.closeBlock) + _config.attestWindow;
+    }
+
+    /// @dev Start block of the current attempt: attempt 0 starts when the included set was
+    ///      fixed (the (n - f)-th attestation, else closeBlock + attestWindow).
+    function _attemptStart(RoundState storage rs) private view returns (uint64) {
+        if (rs.attempt != 0 || rs.attestCount >= Quorums.commitQuorum(_aggregators.length)) {
+            return rs.attemptStart;
+        }
+        return rs.closeBlock + uint64(_config.attestWindow);
+    }
+
+    /// @dev Discards the current submission and opens attempt + 1 at this block.
+    function _reopen(RoundState storage rs) private {
+        rs.status = Phase.Pending;
+        rs.aggregator = address(0);
+        rs.submitBlock = 0;
+        rs.aggregateDigest = bytes32(0);
+        rs.attempt += 1;
+        rs.attemptStart = uint64(block.number);
+    }
+
     function _collectionClosed(RoundState storage rs) private view returns (bool) {
         uint256 closeBlock = rs.closeBlock;
         return closeBlock != 0 && block.number >= closeBlock;
@@ -844,7 +1139,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     ///      mid-attempt top-up never changes who is chosen.
     function _chosen(uint256 round, RoundState storage rs) private view returns (address chosen, uint256 deadline) {
         uint256 attempt = rs.attempt;
-        uint256 attemptStart = attempt == 0 ? rs.closeBlock : rs.attemptStart;
+        uint256 attemptStart = _attemptStart(rs);
         deadline = attemptStart + _config.submitTimeout;
         uint256 n = _aggregators.length;
         uint256 first = Rotation.startIndex(_config.rotationPolicy, _config.rotationSeed, round, attempt, n);

@@ -156,6 +156,20 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
         help="blocks during which a submitted aggregate can be challenged (%(default)s)",
     )
     g.add_argument(
+        "--attest-window",
+        type=int,
+        default=d.attest_window,
+        help="blocks after collection closes during which aggregators attest which updates "
+        "they hold; the round includes those attested by f + 1 (0: off) (%(default)s)",
+    )
+    g.add_argument(
+        "--dispute-timeout",
+        type=int,
+        default=d.dispute_timeout,
+        help="blocks after a challenge until an unresolved dispute discards the aggregate "
+        "(%(default)s)",
+    )
+    g.add_argument(
         "--rotation",
         default=d.rotation,
         choices=["round-robin", "random"],
@@ -210,6 +224,8 @@ def _demo_config(args: argparse.Namespace) -> Any:
         collect_window=args.collect_window,
         submit_timeout=args.submit_timeout,
         challenge_window=args.challenge_window,
+        attest_window=args.attest_window,
+        dispute_timeout=args.dispute_timeout,
         rotation=args.rotation,
         seed=args.seed,
         out=args.out,
@@ -322,7 +338,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.compare_honest or scenario.expect.get("identical_to_honest"):
             twin = scenario.honest_twin()
             key = json.dumps(
-                {k: v for k, v in vars(twin.config).items() if k != "name"}, sort_keys=True
+                {
+                    "config": {k: v for k, v in vars(twin.config).items() if k != "name"},
+                    "clients": twin.describe()["clients"],
+                },
+                sort_keys=True,
             )
             if key not in honest_cache:
                 honest_cache[key] = run_scenario(twin, Progress(quiet=True)).summary
@@ -346,7 +366,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             progress.line(f"EXPECTATION NOT MET for {scenario.source}: {'; '.join(problems)}")
         elif honest is not None:
             progress.line(
-                "final model byte-identical to the all-honest run: "
+                "final model byte-identical to the honest-aggregator twin: "
                 + ("yes" if entry["identical_to_honest"] else "NO")
             )
     stack.close()
@@ -423,6 +443,10 @@ def cmd_testnet(args: argparse.Namespace) -> int:
     if args.action == "wait":
         st = testnet.wait(directory, timeout=args.timeout)
         print(json.dumps(st["chain"], indent=2))
+        return 0
+    if args.action == "restart-chain":
+        spec = testnet.restart_chain(directory)
+        print(f"anvil restarted from its saved state on {spec['rpc_url']}")
         return 0
     if args.action == "down":
         stopped = testnet.down(directory)
@@ -501,11 +525,15 @@ def build_parser() -> argparse.ArgumentParser:
         "launches every aggregator and client as its own OS process with its own key; "
         "'status' shows chain progress and live processes; 'wait' blocks until the task "
         "completes; 'kill NODE' sends SIGKILL to one node and 'start NODE' restarts it "
-        "(it resumes from chain and IPFS state); 'down' stops everything by PID.",
+        "(it resumes from chain and IPFS state); 'restart-chain' stops anvil (it saves its "
+        "chain) and starts it again from that state (nodes reconnect and resume); 'down' "
+        "stops everything by PID.",
         epilog="example: fedchain testnet up --dir runs/testnet --clients 4 --rounds 3 --wait",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    tn.add_argument("action", choices=["up", "status", "wait", "kill", "start", "down"])
+    tn.add_argument(
+        "action", choices=["up", "status", "wait", "kill", "start", "restart-chain", "down"]
+    )
     tn.add_argument("node", nargs="?", help="node name for kill/start, e.g. aggregator-1")
     tn.add_argument("--dir", default="runs/testnet", help="testnet directory (%(default)s)")
     tn.add_argument(

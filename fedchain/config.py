@@ -39,6 +39,8 @@ class DemoConfig:
     collect_window: int = 50
     submit_timeout: int = 10
     challenge_window: int = 5
+    attest_window: int = 5
+    dispute_timeout: int = 20
     rotation: str = "round-robin"
     seed: int = 0
     out: str = "runs"
@@ -69,11 +71,14 @@ class DemoConfig:
             "collect_window",
             "submit_timeout",
             "challenge_window",
+            "dispute_timeout",
             "max_blocks",
         )
         for key in positive:
             if getattr(self, key) < 1:
                 raise bad(key, "must be at least 1")
+        if self.attest_window < 0:
+            raise bad("attest_window", "must be at least 0 (0 turns attestations off)")
         if self.rotation not in ROTATIONS:
             raise bad("rotation", f"must be one of {sorted(ROTATIONS)}")
         if self.min_updates is not None and not 1 <= self.min_updates <= self.clients:

@@ -131,9 +131,10 @@ class NodeProcess:
                         log(self.name, "done", round=self.task.current_round())
                         return 0
                     failures = 0
-                except (StorageError, ChainError) as exc:
-                    # A daemon or node that is slow, restarting or briefly unreachable is not
-                    # a reason to die: back off and retry from chain state.
+                except (StorageError, ChainError, OSError) as exc:
+                    # A daemon or chain node that is slow, restarting or briefly unreachable
+                    # (connection refused while anvil restarts from its saved state) is not a
+                    # reason to die: back off and retry from chain state.
                     failures += 1
                     log(self.name, "retry", error=str(exc), failures=failures)
                     time.sleep(min(5.0, 0.2 * 2**failures))

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import queue
 import socket
+from dataclasses import replace
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
 
 from adapters.contract import Phase, TaskContract
+from consensus.certificate import address_key, endorse
 from consensus.committee import REPLICA_KINDS
 from consensus.messages import Domain, Instance
 from consensus.pbft import Decide, Node, SilentReplica
@@ -152,8 +154,26 @@ class PbftService:
             "round": inst.round,
             "attempt": inst.attempt,
         }
+        # Only members eligible on-chain now may sign (a slashed one's vote is refused): keep
+        # those, add this node's own endorsement of the decided verdict, and submit once
+        # n - f remain; otherwise another member's decision, or the dispute timeout, settles it.
+        cert = decision.certificate
+        pool = dict(cert.signatures)
+        address, sig = endorse(cert, self.account, self.domain)
+        pool[address] = sig
+        eligible = {}
+        for signer, signature in pool.items():
+            info = task.aggregator_info(signer)
+            if info.registered and not info.slashed:
+                eligible[signer] = signature
+        need = task.commit_quorum()
+        if len(eligible) < need:
+            line.update(action="resolveDispute-waiting", eligible=len(eligible), quorum=need)
+            return [line]
+        signers = sorted(eligible, key=address_key)[:need]
+        cert = replace(cert, signatures=tuple((a, eligible[a]) for a in signers))
         try:
-            receipt = task.resolve_dispute(self.account, *decision.certificate.to_contract_args())
+            receipt = task.resolve_dispute(self.account, *cert.to_contract_args())
             line["gas"] = int(receipt["gasUsed"])
         except ContractRevert as exc:
             line["action"] = "resolveDispute-refused"

@@ -18,6 +18,8 @@ COLUMNS = (
     ("rejected", "rejected"),
     ("false_rejections", "false rejections"),
     ("faulty_finalized", "faulty finalized"),
+    ("dispute_timeouts", "disputes timed out"),
+    ("equivocations", "equivocators slashed"),
     ("view_changes", "view changes"),
     ("blocks", "blocks to detection"),
     ("seconds", "s to detection"),
@@ -36,11 +38,14 @@ def _behaviour(summary: dict[str, Any]) -> str:
             parts.append(f"{b['challenger']} challenger")
         if b["pbft"] != "honest":
             parts.append(f"{b['pbft']} PBFT")
+        if b.get("attest", "honest") != "honest":
+            parts.append(f"attests {b['attest']}")
         if b["crash_at"]:
             parts.append(f"crash {b['crash_at']}")
         kinds.append("+".join(parts) or "honest")
     for c in scen.get("clients", {}).values():
-        kinds.append(f"client {c['attack']}")
+        to = c.get("params", {}).get("to")
+        kinds.append(f"client {c['attack']}" + (f" to {to}" if to is not None else ""))
     unique = sorted(set(kinds))
     return ", ".join(unique) if unique else "honest"
 
@@ -73,6 +78,8 @@ def detection_row(run_dir: Path) -> dict[str, Any] | None:
         "rejected": faults["rejected"],
         "false_rejections": faults["false_rejections"],
         "faulty_finalized": faults["faulty_finalized"],
+        "dispute_timeouts": faults.get("dispute_timeouts", 0),
+        "equivocations": faults.get("equivocations_slashed", 0),
         "view_changes": faults["view_changes"],
         "blocks": faults["detection_blocks_mean"],
         "seconds": faults["detection_seconds_mean"],

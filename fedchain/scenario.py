@@ -11,18 +11,20 @@ A scenario is a TOML file::
 
     [[aggregator]]             # one table per misbehaving aggregator (others are honest)
     index = 0                  # position in the committee (registration order)
-    publish = "noise"          # honest | withhold | unavailable | noise | scale | sign_flip |
-                               # stale | wrong_rule | drop | substitute
+    publish = "noise"          # honest | withhold | unavailable | partial | noise | scale |
+                               # sign_flip | stale | wrong_rule | drop | substitute
     params = { sigma = 0.5 }   # the behaviour's parameters
     rounds = [1]               # rounds in which it publishes faulty aggregates (default: all)
     challenger = "honest"      # honest | frivolous | never
-    pbft = "honest"            # honest | lying | equivocating | silent | colluding
+    pbft = "honest"            # honest | lying | equivocating | double | silent | colluding
+    attest = "honest"          # honest | all (attests payloads it never fetched) | none
     crash_at = "before-submit" # optional: crash at that phase (in crash_round, default every)
     restart_after_blocks = 5   # optional: come back (fresh process state) after that many blocks
 
     [[client]]                 # malicious clients
     index = 2
-    attack = "sign_flip"       # see clients/attacks.py, plus "nan", "wrong_shape", "oversized"
+    attack = "sign_flip"       # see clients/attacks.py, plus "nan", "wrong_shape", "oversized",
+                               # "publish_some" (params.to = [aggregator indices]), "publish_none"
     params = { scale = 5.0 }
 
     [pbft]                     # the in-memory PBFT network of this run (seeded)
@@ -32,7 +34,7 @@ A scenario is a TOML file::
 
     [expect]                   # optional: what the run must show (checked by `fedchain run`)
     outcome = "safe"           # safe | safety-violated | liveness-lost
-    identical_to_honest = true # final model byte-identical to the all-honest twin run
+    identical_to_honest = true # final model byte-identical to the honest-aggregator twin run
 
 Unknown keys are errors, so a typo never silently runs the honest scenario.
 """
@@ -57,6 +59,10 @@ from protocol.errors import ConfigError
 from protocol.payloads import ModelLayout, encode_update
 
 CLIENT_PAYLOAD_ATTACKS = ("nan", "wrong_shape", "oversized", "wrong_round")
+#: Availability attacks: the update is registered on-chain but its bytes are handed only to
+#: the aggregators ``params.to`` (committee indices), or to nobody; the client's own node
+#: does not serve it.
+CLIENT_PUBLISH_ATTACKS = ("publish_some", "publish_none")
 
 
 @dataclass(frozen=True)
@@ -70,9 +76,14 @@ class ClientBehaviour:
     def __post_init__(self) -> None:
         from clients.attacks import CLIENT_ATTACKS
 
-        if self.attack not in CLIENT_ATTACKS and self.attack not in CLIENT_PAYLOAD_ATTACKS:
-            known = sorted(CLIENT_ATTACKS) + list(CLIENT_PAYLOAD_ATTACKS)
+        special = CLIENT_PAYLOAD_ATTACKS + CLIENT_PUBLISH_ATTACKS
+        if self.attack not in CLIENT_ATTACKS and self.attack not in special:
+            known = sorted(CLIENT_ATTACKS) + list(special)
             raise ConfigError(f"unknown client attack {self.attack!r}; known: {known}")
+        if self.attack == "publish_some":
+            to = self.params.get("to")
+            if not isinstance(to, list) or not all(isinstance(i, int) for i in to):
+                raise ConfigError("attack 'publish_some' needs params.to, a list of indices")
 
     def active(self, round_: int) -> bool:
         return self.rounds is None or round_ in self.rounds
@@ -123,6 +134,7 @@ class Scenario:
                     "rounds": sorted(b.rounds) if b.rounds is not None else None,
                     "challenger": b.challenger,
                     "pbft": b.pbft,
+                    "attest": b.attest,
                     "crash_at": b.crash_at,
                     "crash_round": b.crash_round,
                     "restart_after_blocks": b.restart_after_blocks,
@@ -142,9 +154,16 @@ class Scenario:
         }
 
     def honest_twin(self) -> Scenario:
-        """The same run with every node honest (the reference for byte-identity)."""
+        """The same run with every aggregator honest (the reference for byte-identity).
+
+        Clients behave as in the scenario, so the twin isolates what the aggregator
+        committee's faults change: nothing, while fewer than n/3 are Byzantine."""
         return Scenario(
-            replace(self.config, name=self.config.name + "-honest"), {}, {}, self.pbft, None
+            replace(self.config, name=self.config.name + "-honest"),
+            {},
+            dict(self.clients),
+            self.pbft,
+            None,
         )
 
 
@@ -166,6 +185,7 @@ AGGREGATOR_KEY_TYPES: dict[str, Any] = {
     "rounds": list,
     "challenger": str,
     "pbft": str,
+    "attest": str,
     "crash_at": str,
     "crash_round": int,
     "restart_after_blocks": int,
@@ -249,6 +269,7 @@ def scenario_from_dict(data: Mapping[str, Any], source: str | None = None) -> Sc
         "rounds",
         "challenger",
         "pbft",
+        "attest",
         "crash_at",
         "crash_round",
         "restart_after_blocks",
@@ -271,6 +292,7 @@ def scenario_from_dict(data: Mapping[str, Any], source: str | None = None) -> Sc
                 rounds=_rounds(table.get("rounds"), w),
                 challenger=table.get("challenger", "honest"),
                 pbft=table.get("pbft", "honest"),
+                attest=table.get("attest", "honest"),
                 crash_at=table.get("crash_at"),
                 crash_round=table.get("crash_round"),
                 restart_after_blocks=table.get("restart_after_blocks"),
@@ -342,7 +364,7 @@ def check_expectations(
         and honest is not None
         and summary["final_model_digest"] != honest["final_model_digest"]
     ):
-        problems.append("final model differs from the all-honest run with the same seeds")
+        problems.append("final model differs from the honest-aggregator twin with the same seeds")
     return problems
 
 
@@ -382,6 +404,8 @@ def client_attack_hooks(
     from clients.attacks import CLIENT_ATTACKS, apply_attack
 
     params = dict(attack.params)
+    if attack.attack in CLIENT_PUBLISH_ATTACKS:
+        return data, None, None  # the deployment gives the node a publish hook instead
     if attack.attack in CLIENT_PAYLOAD_ATTACKS:
         kind = attack.attack
 

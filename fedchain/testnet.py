@@ -126,7 +126,9 @@ def up(
         if any(is_running(p) for p in _all_pids(directory, existing)):
             raise FedchainError(f"a testnet is already running in {directory}; 'testnet down'")
     services: dict[str, Any] = {}
-    anvil = AnvilService(directory / "anvil", block_time=block_time)
+    anvil = AnvilService(
+        directory / "anvil", block_time=block_time, state_path=directory / "anvil" / "state.json"
+    )
     anvil.start()
     services["anvil"] = {"pid": anvil.pid, "pid_file": str(anvil.pid_path), "url": anvil.url}
     anvil.detach()  # keep running after this process exits; stopped by its PID file
@@ -134,6 +136,7 @@ def up(
         "version": 1,
         "dir": str(directory),
         "rpc_url": anvil.url,
+        "block_time": block_time,
         "services": services,
     }
     _spec_path(directory).write_text(json.dumps(spec, indent=2))  # so 'down' can find it
@@ -207,6 +210,30 @@ def up(
     return spec
 
 
+def restart_chain(directory: Path, downtime: float = 0.0) -> dict[str, Any]:
+    """Stop the testnet's anvil (it writes its chain to ``anvil/state.json``) and start it
+    again on the same port from that state; the node processes reconnect and resume."""
+    from urllib.parse import urlsplit
+
+    from adapters.services import AnvilService, stop_pidfile
+
+    spec = load_spec(directory)
+    service = spec["services"]["anvil"]
+    stop_pidfile(service["pid_file"])
+    time.sleep(downtime)
+    anvil = AnvilService(
+        directory / "anvil",
+        port=int(urlsplit(spec["rpc_url"]).port or 0),
+        block_time=spec.get("block_time", 1.0),
+        state_path=directory / "anvil" / "state.json",
+    )
+    anvil.start()
+    service["pid"] = anvil.pid
+    anvil.detach()
+    _spec_path(directory).write_text(json.dumps(spec, indent=2))
+    return spec
+
+
 def behaviour_json(b: Any) -> dict[str, Any]:
     """A Behaviour as JSON (rounds as a sorted list)."""
     return {
@@ -215,6 +242,7 @@ def behaviour_json(b: Any) -> dict[str, Any]:
         "rounds": sorted(b.rounds) if b.rounds is not None else None,
         "challenger": b.challenger,
         "pbft": b.pbft,
+        "attest": b.attest,
         "crash_at": b.crash_at,
         "crash_round": b.crash_round,
     }

@@ -10,6 +10,13 @@
 //   solc_wrapper.js --standard-json [--base-path DIR] [--allow-paths A,B,...]  < input.json
 //       compiles the standard-JSON input read from stdin and prints ONLY the standard-JSON
 //       output on stdout (solc-js's own CLI prints a non-JSON SMT warning line first).
+//   solc_wrapper.js [prefix=target ...] FILE.sol ... --combined-json abi,ast,bin,...
+//                   [--optimize] [--optimize-runs N] [--evm-version V] [--via-ir]
+//                   [--allow-paths A,B] [--base-path DIR]
+//       what crytic-compile (Slither) calls: the files and remappings become a standard-JSON
+//       compile, and its output is turned back into solc's legacy --combined-json format
+//       ("contracts" keyed "unit:Name", "sources" with each unit's AST, "sourceList").
+//       Source unit names are the paths as given, relative to the working directory.
 //
 // Imports are resolved by a callback: "@openzeppelin/..." (and any other package path) from
 // <repo>/node_modules, everything else relative to the contracts directory (--base-path, or
@@ -35,7 +42,19 @@ try {
 }
 
 function parseArgs(argv) {
-  const opts = { version: false, standardJson: false, basePath: null, allowPaths: [] };
+  const opts = {
+    version: false,
+    standardJson: false,
+    basePath: null,
+    allowPaths: [],
+    combinedJson: null,
+    files: [],
+    remappings: [],
+    optimize: false,
+    runs: 200,
+    evmVersion: null,
+    viaIR: false,
+  };
   for (let i = 0; i < argv.length; i += 1) {
     const arg = argv[i];
     const value = () => {
@@ -50,7 +69,14 @@ function parseArgs(argv) {
       opts.allowPaths.push(...value().split(",").filter(Boolean).map((p) => path.resolve(p)));
     } else if (arg === "-") {
       // "read from stdin": implied by --standard-json
-    } else {
+    } else if (arg === "--combined-json") opts.combinedJson = value().split(",");
+    else if (arg === "--optimize") opts.optimize = true;
+    else if (arg === "--optimize-runs") opts.runs = Number(value());
+    else if (arg === "--evm-version") opts.evmVersion = value();
+    else if (arg === "--via-ir" || arg === "--experimental-via-ir") opts.viaIR = true;
+    else if (!arg.startsWith("--") && arg.includes("=")) opts.remappings.push(arg);
+    else if (!arg.startsWith("--")) opts.files.push(arg);
+    else {
       fail(`unrecognised option '${arg}'`);
     }
   }
@@ -84,15 +110,108 @@ function makeImportCallback(contractsRoot, extraRoots) {
   };
 }
 
+// -- legacy --combined-json (crytic-compile / Slither) ------------------------------------
+
+function combinedJson(opts) {
+  if (opts.files.length === 0) fail("--combined-json needs at least one source file");
+  const cwd = process.cwd();
+  const roots = [cwd, NODE_MODULES, ...opts.allowPaths];
+  const sources = {};
+  for (const file of opts.files) {
+    const resolved = path.resolve(file);
+    if (!fs.existsSync(resolved)) fail(`no such source file: ${file}`);
+    sources[path.relative(cwd, resolved).split(path.sep).join("/")] = {
+      content: fs.readFileSync(resolved, "utf8"),
+    };
+  }
+  const settings = {
+    remappings: opts.remappings,
+    optimizer: { enabled: opts.optimize, runs: opts.runs },
+    viaIR: opts.viaIR,
+    outputSelection: {
+      "*": {
+        "*": [
+          "abi",
+          "devdoc",
+          "userdoc",
+          "evm.bytecode.object",
+          "evm.bytecode.sourceMap",
+          "evm.deployedBytecode.object",
+          "evm.deployedBytecode.sourceMap",
+          "evm.methodIdentifiers",
+        ],
+        "": ["ast"],
+      },
+    },
+  };
+  if (opts.evmVersion) settings.evmVersion = opts.evmVersion;
+  const input = JSON.stringify({ language: "Solidity", sources, settings });
+  // Units are paths relative to the working directory (remapped ones included); packages
+  // ("@openzeppelin/...") without a remapping come from node_modules.
+  const findImports = (unit) => {
+    const candidates = unit.startsWith("@")
+      ? [path.join(NODE_MODULES, unit), path.join(cwd, unit)]
+      : [path.join(cwd, unit), path.join(NODE_MODULES, unit)];
+    for (const file of candidates) {
+      const resolved = path.resolve(file);
+      if (!roots.some((root) => isInside(root, resolved))) continue;
+      if (fs.existsSync(resolved) && fs.statSync(resolved).isFile()) {
+        return { contents: fs.readFileSync(resolved, "utf8") };
+      }
+    }
+    return { error: `file not found: ${unit}` };
+  };
+  const output = JSON.parse(solc.compile(input, { import: findImports }));
+  let failed = false;
+  for (const e of output.errors || []) {
+    process.stderr.write(`${e.formattedMessage || e.message}\n`);
+    if (e.severity === "error") failed = true;
+  }
+  if (failed) process.exit(1);
+  const wanted = new Set(opts.combinedJson);
+  const contracts = {};
+  for (const [unit, byName] of Object.entries(output.contracts || {})) {
+    for (const [name, c] of Object.entries(byName)) {
+      const entry = {};
+      if (wanted.has("abi")) entry.abi = c.abi;
+      if (wanted.has("bin")) entry.bin = c.evm.bytecode.object;
+      if (wanted.has("bin-runtime")) entry["bin-runtime"] = c.evm.deployedBytecode.object;
+      if (wanted.has("srcmap")) entry.srcmap = c.evm.bytecode.sourceMap || "";
+      if (wanted.has("srcmap-runtime")) {
+        entry["srcmap-runtime"] = c.evm.deployedBytecode.sourceMap || "";
+      }
+      if (wanted.has("userdoc")) entry.userdoc = c.userdoc;
+      if (wanted.has("devdoc")) entry.devdoc = c.devdoc;
+      if (wanted.has("hashes")) entry.hashes = c.evm.methodIdentifiers;
+      contracts[`${unit}:${name}`] = entry;
+    }
+  }
+  const units = Object.entries(output.sources || {}).sort((a, b) => a[1].id - b[1].id);
+  const result = {
+    contracts,
+    sourceList: units.map(([unit]) => unit),
+    sources: Object.fromEntries(
+      units.map(([unit, s]) => [unit, wanted.has("ast") ? { AST: s.ast, id: s.id } : { id: s.id }]),
+    ),
+    version: solc.version(),
+  };
+  process.stdout.write(JSON.stringify(result));
+  process.stdout.write("\n");
+}
+
 function main() {
   const opts = parseArgs(process.argv.slice(2));
+  if (opts.combinedJson) {
+    combinedJson(opts);
+    return;
+  }
   if (opts.version) {
     process.stdout.write(
       `solc, the solidity compiler commandline interface\nVersion: ${solc.version()}\n`,
     );
     return;
   }
-  if (!opts.standardJson) fail("only --version and --standard-json are supported");
+  if (!opts.standardJson) fail("only --version, --standard-json and --combined-json are supported");
 
   const contractsRoot = opts.basePath || path.join(REPO_ROOT, "contracts");
   const input = fs.readFileSync(0, "utf8");

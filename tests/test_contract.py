@@ -876,10 +876,12 @@ def test_gas_budget(task_factory: Any) -> None:
     assert summary["submitUpdate"]["max"] < 110_000
     assert summary["submitAggregate"]["max"] < 110_000
     assert summary["finalize"]["max"] < 110_000
-    # ~200 gas per byte of runtime code (14.3 KB with the dispute path and OZ EIP-712)
-    assert summary["deploy"]["max"] < 3_600_000
+    # ~230 gas per byte of runtime code (19.2 KB with the dispute path, attestations,
+    # equivocation slashing and OZ EIP-712)
+    assert summary["deploy"]["max"] < 4_700_000
     size = fc.load_artifact()["deployedSize"]
-    assert size < 24_576 - 8_000, f"runtime code {size} bytes leaves too little EIP-170 headroom"
+    # keep room for the privacy hooks (client key registration, share-reveal digests)
+    assert size < 24_576 - 5_000, f"runtime code {size} bytes leaves too little EIP-170 headroom"
 
 
 # ----------------------------------------------------------------------------------------

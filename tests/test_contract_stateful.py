@@ -1,5 +1,6 @@
-"""Stateful (hypothesis) test of FedChainTask: submit / challenge / resolve / finalize /
-withdraw / time travel against a Python model of the money and the round lifecycle.
+"""Stateful (hypothesis) test of FedChainTask: submit / challenge / resolve / expire /
+slash equivocation / finalize / withdraw / time travel against a Python model of the money and
+the round lifecycle.
 
 Every rule predicts from the chain's views whether the contract must accept the transaction,
 checks that it did (refusals must be typed custom errors) and mirrors the effect in the model.
@@ -13,7 +14,12 @@ After every step the invariants hold:
 * only the on-chain chosen aggregator's submission counts (a submission by anyone else is
   refused; the round's recorded submitter is the one chosen at that time);
 * a certificate with a duplicate, unregistered, slashed or stale signer (or too few signers) is
-  refused and changes nothing.
+  refused and changes nothing;
+* a dispute is resolved only while block.number <= disputeDeadline and expired only after
+  it: expiry discards the aggregate (never finalized), sends both bonds to the treasury and
+  re-opens the round at attempt + 1;
+* a pair of conflicting signed PBFT votes slashes its signer once (half of the stake to the
+  reporter, the rest to the treasury); the slashed member's signatures no longer count.
 
 The committee is honest-majority from the model's point of view: a valid certificate carries
 the true verdict (was the disputed aggregate one the model marked faulty?). Faulty submissions
@@ -37,6 +43,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from adapters.chain import Chain
 from adapters.contract import (
+    DisputeTimedOut,
     DuplicateSigner,
     Phase,
     QuorumNotReached,
@@ -47,7 +54,9 @@ from adapters.contract import (
     TaskRevert,
 )
 from consensus.certificate import verdict_struct_hash
-from consensus.messages import Domain, sign_struct
+from consensus.evidence import proof_of
+from consensus.messages import Commit, Domain, Prepare, PrePrepare, sign, sign_struct
+from consensus.pbft import Evidence
 from consensus.quorums import commit_quorum
 from tests.conftest import DEFAULT_TASK_CONFIG
 
@@ -67,6 +76,7 @@ CONFIG = TaskConfig(
         "aggregate_bond": ETHER // 10,
         "challenge_bond": ETHER // 20,
         "timeout_penalty": ETHER // 2,
+        "dispute_timeout": 6,
     }
 )
 
@@ -124,6 +134,8 @@ class TaskMachine(RuleBasedStateMachine):
         self.stakes = {a.address: CONFIG.aggregator_stake for a in b.aggregators}
         self.credits = {a.address: 0 for a in self.accounts}
         self.slashed: set[str] = set()
+        self.equivocators: set[str] = set()  # slashed for equivocation (may hold a submission)
+        self.discarded: set[bytes] = set()  # digests whose dispute expired
         self.faulty_digests: set[bytes] = set()
         self.submitter: dict[tuple[int, int], str] = {}  # (round, attempt) -> chosen submitter
         self.finalized: dict[int, bytes] = {}  # round -> finalized digest
@@ -293,7 +305,8 @@ class TaskMachine(RuleBasedStateMachine):
         disputed = info.phase == Phase.DISPUTED
         faulty = info.aggregate_digest in self.faulty_digests
         sigs = self.sigs(signers, r, info.submission_attempt, info.aggregate_digest, faulty, view)
-        predicted = disputed and len(signers) >= self.quorum
+        in_time = self.next_block() <= info.dispute_deadline
+        predicted = disputed and len(signers) >= self.quorum and in_time
         receipt = self.attempt(
             predicted,
             lambda: self.task.resolve_dispute(
@@ -301,7 +314,7 @@ class TaskMachine(RuleBasedStateMachine):
             ),
         )
         if receipt is None:
-            if disputed:  # not enough live members left: beyond f, the dispute is stuck
+            if disputed and in_time:  # not enough live members left: beyond f, stuck
                 assert len(live) < self.quorum
                 event("dispute stuck: more than f slashed")
             return
@@ -357,6 +370,8 @@ class TaskMachine(RuleBasedStateMachine):
             stale_attempt = attempt - 1 if attempt > 0 else attempt + 1
             sigs = self.sigs(live[: self.quorum], r, stale_attempt, digest, faulty)
             error = (SignerNotMember, QuorumNotReached)
+        if self.next_block() > info.dispute_deadline:
+            error = (*error, DisputeTimedOut)
         before = (self.task.balance(), self.task.round_info(r))
         try:
             self.task.resolve_dispute(self.owner, r, attempt, faulty, 0, sigs)
@@ -368,6 +383,62 @@ class TaskMachine(RuleBasedStateMachine):
 
     @precondition(lambda m: m.phase_in(Phase.SUBMITTED, Phase.DISPUTED))
     @rule()
+    def expire(self) -> None:
+        """Anyone expires the open dispute; accepted iff its deadline has passed."""
+        if self.task.task_completed():
+            return
+        r, info = self.current()
+        disputed = info.phase == Phase.DISPUTED
+        predicted = disputed and self.next_block() > info.dispute_deadline
+        receipt = self.attempt(predicted, lambda: self.task.expire_dispute(self.owner, r))
+        if receipt is None:
+            return
+        event("dispute expired")
+        self.add_credit(self.owner.address, CONFIG.aggregate_bond + CONFIG.challenge_bond)
+        self.discarded.add(info.aggregate_digest)
+        after = self.task.round_info(r)
+        assert after.phase == Phase.AGGREGATING and after.attempt == info.attempt + 1
+        assert after.attempt_start == receipt["blockNumber"] and after.challenger is None
+
+    @rule(
+        i=st.integers(0, N_AGGREGATORS - 1),
+        kind=st.sampled_from(["pre-prepare", "prepare", "commit", "not-conflicting"]),
+        reporter=st.integers(0, N_AGGREGATORS),
+    )
+    def equivocate(self, i: int, kind: str, reporter: int) -> None:
+        """Member ``i`` is caught signing two conflicting votes (or a harmless pair)."""
+        liar, by = self.b.aggregators[i], self.accounts[reporter]
+        dom = self.b.domain
+        a: Any
+        if kind in ("commit", "not-conflicting"):
+            a = Commit(1, 0, dg("x"), True, 3, i)
+            b = a if kind == "not-conflicting" else Commit(1, 0, dg("x"), False, 3, i)
+        else:
+            cls = PrePrepare if kind == "pre-prepare" else Prepare
+            a, b = cls(3, 7, 1, 0, dg("x"), True, i), cls(3, 7, 1, 0, dg("y"), True, i)
+        ev = Evidence(kind, i, sign(a, liar, dom), sign(b, liar, dom))
+        proof = proof_of(ev)
+        if proof is None:  # not slashable: the contract refuses the pair too
+            assert kind == "not-conflicting"
+            vote = (1, 0, dg("x"), True, ev.first.signature)
+            self.attempt(False, lambda: self.task.slash_equivocation(by, 2, 3, 0, vote, vote))
+            return
+        predicted = liar.address not in self.slashed
+        receipt = self.attempt(
+            predicted, lambda: self.task.slash_equivocation(by, *proof.contract_args())
+        )
+        if receipt is None:
+            return
+        event("equivocation slashed")
+        amount = self.stakes[liar.address]
+        self.add_stake(liar.address, -amount)
+        self.slashed.add(liar.address)
+        self.equivocators.add(liar.address)
+        self.add_credit(by.address, amount // 2)
+        self.add_credit(self.owner.address, amount - amount // 2)
+
+    @precondition(lambda m: m.phase_in(Phase.SUBMITTED, Phase.DISPUTED))
+    @rule()
     def finalize(self) -> None:
         if self.task.task_completed():
             return
@@ -375,6 +446,7 @@ class TaskMachine(RuleBasedStateMachine):
         predicted = info.phase == Phase.SUBMITTED and self.next_block() > info.challenge_deadline
         if self.attempt(predicted, lambda: self.task.finalize(self.owner, r)):
             assert info.aggregator is not None
+            assert info.aggregate_digest not in self.discarded
             self.add_credit(info.aggregator, CONFIG.aggregate_bond)
             self.finalized[r] = info.aggregate_digest
             event("finalized")
@@ -397,7 +469,17 @@ class TaskMachine(RuleBasedStateMachine):
         faulty=st.booleans(),
         i=st.integers(0, N_AGGREGATORS - 1),
         kind=st.sampled_from(
-            ["valid", "valid", "valid", "too_few", "duplicate", "unregistered", "slashed", "stale"]
+            [
+                "valid",
+                "valid",
+                "valid",
+                "timeout",
+                "too_few",
+                "duplicate",
+                "unregistered",
+                "slashed",
+                "stale",
+            ]
         ),
         view=st.integers(0, 2),
         contest=st.booleans(),
@@ -431,6 +513,10 @@ class TaskMachine(RuleBasedStateMachine):
         if info.phase == Phase.DISPUTED:
             if kind == "valid":
                 self.resolve_valid(0, view)
+            elif kind == "timeout":
+                self.chain.mine_to(info.dispute_deadline)
+                self.resolve_valid(0, view)  # one block late: refused
+                self.expire()
             else:
                 self.resolve_invalid(kind)
             _, info = self.current()
@@ -496,7 +582,11 @@ class TaskMachine(RuleBasedStateMachine):
             info.phase == Phase.FINALIZED and r in self.finalized
         ):
             assert info.aggregator == self.submitter[(r, info.submission_attempt)]
-            assert info.aggregator not in self.slashed or info.phase == Phase.FINALIZED
+            assert (
+                info.aggregator not in self.slashed
+                or info.aggregator in self.equivocators
+                or info.phase == Phase.FINALIZED
+            )
         if info.phase == Phase.DISPUTED:
             assert info.challenger is not None and info.challenger != info.aggregator
         else:

@@ -4,6 +4,12 @@
 data, builds the model and the task manifest (whose SHA-256 is ``ruleParamsHash``),
 publishes the initial global state and the manifest, deploys the task contract and registers
 every aggregator and client. :class:`Deployment` then builds the nodes.
+
+Storage: without ``--store`` every node (the task creator, each aggregator, each client) has
+its own content store under ``RUN_DIR/store/<address>`` and reaches the others' as peers
+(:class:`adapters.storage.PeerStore`), as separate IPFS nodes would; what one node holds is
+not automatically what another holds, which is what the availability attestations are for.
+With ``--store`` (a directory or an IPFS daemon) all nodes share that one store.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from eth_account.signers.local import LocalAccount
 
 from adapters.chain import Chain
 from adapters.contract import TaskConfig, TaskContract
-from adapters.storage import ContentStore, LocalStore, open_store
+from adapters.storage import ContentStore, LocalStore, PeerStore, open_store
 from aggregators.behaviours import HONEST, Behaviour
 from aggregators.node import AggregatorNode
 from aggregators.registry import make_rule, rule_id
@@ -100,6 +106,8 @@ def task_config(cfg: DemoConfig, initial_digest: bytes, manifest_digest: bytes) 
         collect_window=cfg.collect_window,
         submit_timeout=cfg.submit_timeout,
         challenge_window=cfg.challenge_window,
+        attest_window=cfg.attest_window,
+        dispute_timeout=cfg.dispute_timeout,
         rotation_policy=ROTATIONS[cfg.rotation],
         rotation_seed=cfg.seed.to_bytes(32, "big"),
         aggregator_stake=WEI_PER_ETH,
@@ -159,6 +167,14 @@ class Deployment:
     agg_accounts: list[LocalAccount]
     client_accounts: list[LocalAccount]
     domain: Domain
+    #: each node's own store by address (None: every node uses ``store``)
+    node_stores: dict[str, ContentStore] | None = None
+
+    def store_for(self, address: str) -> ContentStore:
+        """The store node ``address`` sees: its own plus its peers', or the shared one."""
+        if self.node_stores is None:
+            return self.store
+        return PeerStore(self.node_stores[address], self.node_stores)
 
     @property
     def colluders(self) -> frozenset[str]:
@@ -187,7 +203,7 @@ class Deployment:
             self.agg_accounts[index],
             self.chain,
             self.task,
-            self.store,
+            self.store_for(self.agg_accounts[index].address),
             self.manifest,
             clock=clock,
             behaviour=behaviour or self.behaviour(index),
@@ -195,7 +211,8 @@ class Deployment:
         )
 
     def make_oracle(self) -> AggregatorNode:
-        """An honest re-executor used only for fault accounting (it never transacts)."""
+        """An honest re-executor used only for fault accounting (it never transacts). It
+        sees the run's observer store (``store``: its own, not a peer of anyone's)."""
         return AggregatorNode(
             "oracle", self.agg_accounts[0], self.chain, self.task, self.store, self.manifest
         )
@@ -214,6 +231,13 @@ class Deployment:
         delta_hook = payload_hook = None
         attack = self.scenario.clients.get(index)
         ready_hook = None
+        address = self.client_accounts[index].address
+        store = self.store_for(address)
+        publish = None
+        if attack is not None and attack.attack in ("publish_some", "publish_none"):
+            to = list(attack.params.get("to", [])) if attack.attack == "publish_some" else []
+            peers = [self.agg_accounts[i].address for i in to]
+            publish = _partial_publisher(store, attack.active, peers)
         if attack is not None:
             data, delta_hook, payload_hook = client_attack_hooks(
                 attack, data, self.layout, seed=cfg.seed * 1000 + index, observe=observe
@@ -224,7 +248,7 @@ class Deployment:
             f"client-{index}",
             self.client_accounts[index],
             self.task,
-            self.store,
+            store,
             self.manifest,
             data,
             self.new_model(),
@@ -234,7 +258,23 @@ class Deployment:
             delta_hook=delta_hook,
             payload_hook=payload_hook,
             ready=ready_hook,
+            publish=publish,
         )
+
+
+def _partial_publisher(
+    store: ContentStore, active: Callable[[int], bool], peers: list[str]
+) -> Callable[[int, bytes], object]:
+    """Publish a payload only to ``peers`` (not to the client's own node) in active rounds."""
+
+    def publish(round_: int, payload: bytes) -> object:
+        if not active(round_):
+            return store.put(payload)
+        if isinstance(store, PeerStore):
+            return store.push(payload, peers)
+        return None  # a shared store: withholding means not storing at all
+
+    return publish
 
 
 def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
@@ -242,14 +282,23 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
     train, test, parts = federated_data(cfg)
     chain = open_chain(cfg, num_accounts=1 + cfg.aggregators + cfg.clients)
     store = open_run_store(cfg, run_dir)
+    node_stores: dict[str, ContentStore] | None = None
+    if not cfg.store:
+        # one store per node; ``store`` becomes the observer's view of all of them
+        node_stores = {
+            a.address: LocalStore(run_dir / "store" / a.address)
+            for a in chain.accounts[: 1 + cfg.aggregators + cfg.clients]
+        }
+        store = PeerStore(LocalStore(run_dir / "store" / "observer"), node_stores)
     model = build_model(cfg.model, train.input_shape, train.num_classes, seed=cfg.seed)
     layout = ModelLayout.from_spec(param_spec(model))
     manifest = task_manifest(cfg, train, layout)
     initial = quantise(layout.flatten(get_params(model)), cfg.frac_bits, INT32_MAX)
     initial_payload = encode_global_state(layout, GlobalState(0, initial, {}))
+    creator = store if node_stores is None else node_stores[chain.accounts[0].address]
     try:
-        store.put(initial_payload)
-        store.put(manifest.to_bytes())
+        creator.put(initial_payload)  # the task creator's node serves them
+        creator.put(manifest.to_bytes())
     except StorageError as exc:
         raise ConfigError(f"--store {cfg.store!r}: {short_reason(exc)}") from exc
     deployer = chain.accounts[0]
@@ -277,4 +326,5 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
         agg_accounts=agg_accounts,
         client_accounts=client_accounts,
         domain=Domain(int(chain.w3.eth.chain_id), task.address),
+        node_stores=node_stores,
     )

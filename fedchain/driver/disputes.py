@@ -2,8 +2,15 @@
 
 When a round is *Disputed*, :class:`DisputeDriver` runs one PBFT instance among the
 committee (:class:`consensus.committee.Committee`, on the seeded in-memory network) and
-sends the resulting certificate to ``resolveDispute``. A committee that cannot gather
-``n - f`` votes stalls the dispute, and the run reports lost liveness.
+sends the resulting certificate to ``resolveDispute``. The certificate carries only members
+eligible on-chain (registered, not slashed) at that moment. A committee that cannot gather
+``n - f`` such votes leaves the dispute open; the aggregators then expire it once
+``disputeTimeout`` blocks have passed (``expireDispute``), and the round moves on.
+
+No failed transaction aborts a run: a refused ``resolveDispute`` is logged, the chain is
+read again at the next step and the committee acts again (a bounded number of times per
+dispute). Equivocation evidence a replica recorded is submitted by that replica's node
+(``slashEquivocation``), once per offender.
 """
 
 from __future__ import annotations
@@ -15,10 +22,15 @@ from eth_account.signers.local import LocalAccount
 
 from adapters.contract import Phase, TaskContract
 from consensus.committee import Committee
+from consensus.evidence import proof_of
 from consensus.messages import Domain, Instance
-from consensus.quorums import commit_quorum, max_faulty
+from consensus.pbft import Replica
 from fedchain.driver.events import EventLog
 from fedchain.driver.faults import FaultLog
+from protocol.errors import ContractRevert
+
+#: How often one dispute's certificate may be refused before the driver waits for expiry.
+MAX_RESOLVE_TRIES = 3
 
 
 class DisputeDriver:
@@ -45,6 +57,14 @@ class DisputeDriver:
         self.events = events
         self.max_ticks = max_ticks
         self.stalled: str | None = None
+        self._tries: dict[tuple[int, int], int] = {}
+        self._undecided: set[tuple[int, int]] = set()
+        self._reported: set[str] = set()
+
+    def eligible(self, address: str) -> bool:
+        """May ``address`` sign a certificate now (registered, not slashed on-chain)?"""
+        info = self.task.aggregator_info(address)
+        return info.registered and not info.slashed
 
     def step(self, round_: int) -> bool:
         """Resolve the round's open dispute; True if a transaction was sent."""
@@ -52,8 +72,12 @@ class DisputeDriver:
             return False
         info = self.task.round_info(round_)
         attempt, digest = info.submission_attempt, info.aggregate_digest
+        key = (round_, attempt)
+        if key in self._undecided or self._tries.get(key, 0) >= MAX_RESOLVE_TRIES:
+            return False  # no certificate to be had: the dispute times out on-chain
         instance = Instance(self.task.address, self.domain.chain_id, round_, attempt, digest)
-        outcome = self.committee.dispute(instance, max_ticks=self.max_ticks)
+        outcome = self.committee.dispute(instance, max_ticks=self.max_ticks, eligible=self.eligible)
+        acted = self._report_equivocation(round_)
         rec = self.faults.attempt(round_, attempt)
         verdict = None if outcome.faulty is None else ("faulty" if outcome.faulty else "upheld")
         dispute: dict[str, Any] = {
@@ -76,16 +100,25 @@ class DisputeDriver:
             if outcome.certificate is None
             else [self.names.get(s, s) for s, _ in outcome.certificate.signatures],
         )
-        n = len(self.accounts)
         if not outcome.decided or outcome.certificate is None:
-            self.stalled = (
-                f"the dispute over round {round_} attempt {attempt} gathered no quorum of "
-                f"{commit_quorum(n)} PBFT votes within {outcome.ticks} ticks "
-                f"(more than f = {max_faulty(n)} Byzantine aggregators?)"
+            self._undecided.add(key)
+            self.events.emit(
+                "dispute_undecided",
+                round=round_,
+                attempt=attempt,
+                dispute_deadline=info.dispute_deadline,
             )
-            return False
+            return acted
         sender = self.accounts[outcome.decided_by or 0]
-        receipt = self.task.resolve_dispute(sender, *outcome.certificate.to_contract_args())
+        self._tries[key] = self._tries.get(key, 0) + 1
+        try:
+            receipt = self.task.resolve_dispute(sender, *outcome.certificate.to_contract_args())
+        except ContractRevert as exc:
+            # e.g. a signer slashed between the decision and this transaction: log it; the
+            # next step re-reads the chain and builds the certificate again.
+            dispute["resolve_error"] = str(exc)
+            self.events.emit("resolve_refused", round=round_, attempt=attempt, error=str(exc))
+            return acted
         dispute.update(
             resolve_block=int(receipt["blockNumber"]),
             gas_resolve=int(receipt["gasUsed"]),
@@ -101,10 +134,52 @@ class DisputeDriver:
             gas=int(receipt["gasUsed"]),
             block=int(receipt["blockNumber"]),
         )
+        self._emit_slashes(receipt)
+        return True
+
+    def _report_equivocation(self, round_: int) -> bool:
+        """Each replica's recorded, slashable evidence is submitted by its own node."""
+        acted = False
+        for node in self.committee.nodes:
+            if not isinstance(node, Replica) or self.committee.behaviours[node.index] != "honest":
+                continue
+            for evidence in list(node.evidence):
+                proof = proof_of(evidence)
+                if proof is None:
+                    continue
+                offender = self.accounts[proof.sender].address
+                if offender in self._reported or not self.eligible(offender):
+                    continue
+                self._reported.add(offender)
+                reporter = self.accounts[node.index]
+                try:
+                    receipt = self.task.slash_equivocation(reporter, *proof.contract_args())
+                except ContractRevert as exc:
+                    self.events.emit("slash_refused", offender=offender, error=str(exc))
+                    continue
+                acted = True
+                self.faults.equivocation(
+                    round_,
+                    self.names.get(offender, offender),
+                    self.names.get(reporter.address, reporter.address),
+                    evidence.kind,
+                    int(receipt["gasUsed"]),
+                )
+                self.events.emit(
+                    "equivocation_slashed",
+                    round=round_,
+                    offender=self.names.get(offender, offender),
+                    reporter=self.names.get(reporter.address, reporter.address),
+                    message=evidence.kind,
+                    gas=int(receipt["gasUsed"]),
+                )
+                self._emit_slashes(receipt)
+        return acted
+
+    def _emit_slashes(self, receipt: Any) -> None:
         for ev in self.task.events(receipt):
             if ev.name == "Slashed":
                 who = str(ev.args["aggregator"])
                 self.events.emit(
                     "slashed", aggregator=self.names.get(who, who), amount=int(ev.args["amount"])
                 )
-        return True

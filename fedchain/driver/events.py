@@ -8,8 +8,8 @@ kind               fields
 ================== ==============================================================
 run_started        name, run_kind, task, chain_id, rounds, clients, rule, aggregators
                    [{name, address}], byzantine
-phase              round, phase (collecting | aggregating | submitted | disputed |
-                   finalized), attempt
+phase              round, phase (collecting | attesting | aggregating | submitted |
+                   disputed | finalized), attempt
 chosen             round, attempt, aggregator, deadline_block
 update_registered  round, client, index
 aggregate_submitted round, attempt, aggregator, digest, faulty, behaviour
@@ -17,6 +17,12 @@ timeout            round, attempt, aggregator (the laggard)
 challenge          round, attempt, challenger
 dispute            round, attempt, decided, verdict, view, view_changes, votes
 dispute_resolved   round, attempt, verdict, signers, gas
+resolve_refused    round, attempt, error (the certificate was refused; tried again)
+dispute_undecided  round, attempt, dispute_deadline (no n - f eligible votes)
+dispute_expired    round, attempt, by, block (discarded after the dispute timeout)
+attested           round, aggregator, held, updates
+equivocation_slashed round, offender, reporter, message, gas
+slash_refused      offender, error
 slashed            aggregator, amount (wei)
 stakes             aggregators {name: {stake, active, slashed}}
 round_finalized    round, attempt, aggregator, accuracy, loss, gas, digest

@@ -39,6 +39,8 @@ class FaultLog:
         self.chosen: dict[tuple[int, int], str] = {}
         self.honest_digests: dict[int, bytes] = {}
         self.crashes: list[dict[str, Any]] = []
+        self.equivocations: list[dict[str, Any]] = []
+        self.attestations: dict[int, dict[str, Any]] = {}
 
     def attempt(self, round_: int, attempt: int) -> dict[str, Any]:
         return self.attempts.setdefault(
@@ -121,6 +123,27 @@ class FaultLog:
                 aggregator=rec["aggregator_name"],
                 block=ev.detail["block"],
             )
+        elif ev.action == "expireDispute":
+            rec = self.attempt(ev.round, ev.detail["attempt"])
+            rec.update(expired=True, expired_block=ev.detail["block"], gas_expire=ev.detail["gas"])
+            self.events.emit(
+                "dispute_expired",
+                round=ev.round,
+                attempt=ev.detail["attempt"],
+                by=name,
+                block=ev.detail["block"],
+            )
+        elif ev.action == "attest":
+            rec = self.attestations.setdefault(ev.round, {"attesters": {}, "gas": 0})
+            rec["attesters"][name] = ev.detail["held"]
+            rec["gas"] += ev.detail["gas"] or 0
+            self.events.emit(
+                "attested",
+                round=ev.round,
+                aggregator=name,
+                held=ev.detail["held"],
+                updates=ev.detail["updates"],
+            )
         elif ev.action == "challenge":
             rec = self.attempt(ev.round, ev.detail["attempt"])
             rec["challenges"].append(
@@ -141,6 +164,12 @@ class FaultLog:
             self.events.emit(
                 "phase", round=ev.round, attempt=ev.detail["attempt"], phase="disputed"
             )
+
+    def equivocation(self, round_: int, offender: str, reporter: str, kind: str, gas: int) -> None:
+        """An equivocating member was slashed on a replica's recorded evidence."""
+        self.equivocations.append(
+            {"round": round_, "offender": offender, "reporter": reporter, "kind": kind, "gas": gas}
+        )
 
     def crashed(self, name: str, round_: int, block: int, what: str) -> None:
         self.crashes.append({"aggregator": name, "round": round_, "block": block, "what": what})
@@ -172,15 +201,21 @@ class FaultLog:
                     d["blocks_from_submission"] = d["resolve_block"] - rec["submit_block"]
             if challenge_time is not None and submit_time is not None:
                 rec["seconds_to_challenge"] = round(challenge_time - submit_time, 3)
-            rec["dispute_gas"] = sum(c.get("gas") or 0 for c in rec["challenges"]) + sum(
-                d.get("gas_resolve", 0) for d in rec["disputes"]
+            rec["dispute_gas"] = (
+                sum(c.get("gas") or 0 for c in rec["challenges"])
+                + sum(d.get("gas_resolve", 0) for d in rec["disputes"])
+                + (rec.get("gas_expire") or 0)
             )
             rec["rejected"] = any(d.get("verdict") == "faulty" for d in rec["disputes"])
             out.append(rec)
         return out
 
 
-def fault_summary(records: list[dict[str, Any]], crashes: list[dict[str, Any]]) -> dict[str, Any]:
+def fault_summary(
+    records: list[dict[str, Any]],
+    crashes: list[dict[str, Any]],
+    equivocations: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The run's fault counts over every attempt of every recorded round."""
     finalized = [r for r in records if r["finalized"]]
     attempts = [a for r in records for a in r["attempts"]]
@@ -205,6 +240,9 @@ def fault_summary(records: list[dict[str, Any]], crashes: list[dict[str, Any]]) 
         "challenges": sum(len(a["challenges"]) for a in attempts),
         "disputes": sum(len(a["disputes"]) for a in attempts),
         "rejected": sum(1 for a in submitted_faulty if a["rejected"]),
+        "dispute_timeouts": sum(1 for a in attempts if a.get("expired")),
+        "honest_expired": sum(1 for a in attempts if a.get("expired") and not a.get("faulty")),
+        "equivocations_slashed": len(equivocations or []),
         "false_rejections": sum(1 for a in attempts if a["rejected"] and not a.get("faulty")),
         "faulty_finalized": sum(1 for r in finalized if r["faulty_finalized"]),
         "view_changes": sum(d["view_changes"] for a in attempts for d in a["disputes"]),
@@ -212,6 +250,7 @@ def fault_summary(records: list[dict[str, Any]], crashes: list[dict[str, Any]]) 
         "detection_seconds_mean": mean_or_none(detect_seconds),
         "dispute_gas_total": sum(a["dispute_gas"] for a in attempts),
         "crashes": crashes,
+        "equivocations": equivocations or [],
     }
 
 

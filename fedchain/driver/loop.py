@@ -69,6 +69,9 @@ class BlockLoop:
                 self.progress.status(f"round {round_}/{self.rounds}: {node.name} training")
                 for ev in node.step():
                     acted = True
+                    if ev.action != "submitUpdate":
+                        self.events.emit("client_refused", round=ev.round, client=node.name)
+                        continue
                     self.events.emit(
                         "update_registered",
                         round=ev.round,

@@ -115,6 +115,10 @@ class RoundRecorder:
                 and v.agrees
             ),
             "attempts": attempts,
+            "availability": {
+                "included": sum(self.task.included_updates(round_)),
+                "attestations": self.faults.attestations.get(round_, {}),
+            },
             "accuracy": accuracy,
             "loss": loss,
             "gas": gas_round,
@@ -148,7 +152,7 @@ def build_summary(
         for ph, sec in rec["seconds"].items():
             phase_totals[ph] = round(phase_totals.get(ph, 0.0) + sec, 4)
     gas = chain.gas.summary()
-    fault_counts = fault_summary(records, faults.crashes)
+    fault_counts = fault_summary(records, faults.crashes, faults.equivocations)
     return {
         "fedchain_version": "0.1.0",
         "config": {**asdict(cfg), "funding_key": "<redacted>" if cfg.funding_key else None},

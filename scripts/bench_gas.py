@@ -1,0 +1,124 @@
+"""Exact gas of the availability, dispute-timeout and equivocation operations.
+
+Gas is deterministic, so this prints exact figures (embedded eth-tester chain), one line per
+operation:
+
+    .venv/bin/python scripts/bench_gas.py
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from adapters.chain import Chain
+from adapters.contract import TaskConfig, TaskContract
+from consensus.certificate import verdict_struct_hash
+from consensus.evidence import proof_of
+from consensus.messages import Commit, Domain, Prepare, PrePrepare, sign, sign_struct
+from consensus.pbft import Evidence
+from consensus.quorums import commit_quorum
+
+BASE: dict[str, Any] = {
+    "initial_model_digest": b"\x11" * 32,
+    "num_rounds": 3,
+    "collect_window": 5,
+    "submit_timeout": 5,
+    "challenge_window": 2,
+    "aggregator_stake": 10**18,
+    "aggregate_bond": 10**17,
+    "challenge_bond": 10**17,
+    "timeout_penalty": 10**17,
+}
+
+
+def dg(label: object) -> bytes:
+    return hashlib.sha256(repr(label).encode()).digest()
+
+
+def setup(n: int, k: int, **kw: Any) -> tuple[Chain, TaskContract, Any, list[Any]]:
+    chain = Chain.embedded(num_accounts=1 + n + k)
+    owner, rest = chain.accounts[0], chain.accounts[1:]
+    aggs, clients = rest[:n], rest[n : n + k]
+    cfg = TaskConfig(**{**BASE, "min_updates": k, "max_updates": k, **kw})
+    task = TaskContract.deploy(chain, owner, cfg)
+    for a in aggs:
+        task.register_aggregator(a)
+    for c in clients:
+        task.register_client(c)
+    task.start(owner)
+    for i, c in enumerate(clients):
+        task.submit_update(c, 1, dg((1, i)), 10)
+    return chain, task, owner, aggs
+
+
+def gas(receipt: Any) -> int:
+    return int(receipt["gasUsed"])
+
+
+def main() -> None:
+    rows: list[tuple[str, int]] = []
+    for n in (4, 10):
+        _, task, _, aggs = setup(n, 4, attest_window=20)
+        g = [gas(task.attest(a, 1, [True] * 4)) for a in aggs[: commit_quorum(n)]]
+        rows += [
+            (f"attest, first of the round (n={n})", g[0]),
+            (f"attest, later (n={n})", g[1]),
+            (f"attest, the (n-f)-th, fixes the set (n={n})", g[-1]),
+        ]
+    for n in (4, 10):
+        chain, task, owner, aggs = setup(n, 4, dispute_timeout=5)
+        sub = next(a for a in aggs if a.address == task.current_aggregator().address)
+        task.submit_aggregate(sub, 1, dg("agg"))
+        task.challenge(next(a for a in aggs if a != sub), 1)
+        dom = Domain(chain.chain_id, task.address)
+        signers = sorted((a for a in aggs if a != sub), key=lambda a: int(a.address, 16))
+        sh = verdict_struct_hash(1, 0, dg("agg"), True, 0)
+        sigs = [sign_struct(a, dom, sh) for a in signers[: commit_quorum(n)]]
+        rows.append(
+            (
+                f"resolveDispute, faulty, {commit_quorum(n)} signatures (n={n})",
+                gas(task.resolve_dispute(owner, 1, 0, True, 0, sigs)),
+            )
+        )
+    chain, task, owner, aggs = setup(4, 4, dispute_timeout=5)
+    sub = next(a for a in aggs if a.address == task.current_aggregator().address)
+    task.submit_aggregate(sub, 1, dg("agg"))
+    task.challenge(next(a for a in aggs if a != sub), 1)
+    chain.mine(5)
+    rows.append(("expireDispute", gas(task.expire_dispute(owner, 1))))
+    for kind in ("pre-prepare", "prepare", "commit"):
+        chain, task, _, aggs = setup(4, 2)
+        dom = Domain(chain.chain_id, task.address)
+        liar = aggs[1]
+        a: Any
+        if kind == "commit":
+            a = Commit(1, 0, dg("x"), True, 2, 1)
+            b = replace(a, faulty=False)
+        elif kind == "prepare":
+            a = Prepare(2, 5, 1, 0, dg("x"), True, 1)
+            b = replace(a, faulty=False)
+        else:
+            a = PrePrepare(2, 5, 1, 0, dg("x"), True, 1)
+            b = replace(a, aggregate_digest=dg("y"))
+        proof = proof_of(Evidence(kind, 1, sign(a, liar, dom), sign(b, liar, dom)))
+        assert proof is not None
+        rows.append(
+            (
+                f"slashEquivocation ({kind})",
+                gas(task.slash_equivocation(aggs[2], *proof.contract_args())),
+            )
+        )
+    width = max(len(name) for name, _ in rows)
+    print(f"{'operation':{width}}  gas")
+    for name, value in rows:
+        print(f"{name:{width}}  {value:,}")
+
+
+if __name__ == "__main__":
+    main()
