@@ -12,6 +12,13 @@ closes that connection. No transport authentication is needed: every message car
 sender's signature, checked by the replica. Lost messages are PBFT's business (retransmission
 and view changes), so a full queue or a broken connection simply drops messages.
 
+Timers adapt to the network. Each outbound connection carries a PING control frame (a length
+word with the top bit set, then an 8-byte nonce) every ``ping_interval`` seconds; the peer
+answers on the same connection with a PONG echoing the nonce. Answered pings feed one
+Jacobson/Karels estimator per peer (:mod:`consensus.rtt`), and a replica time unit lasts
+``TimerScale.unit(quorum RTO)`` seconds, so the request, view-change and retransmission timers
+follow the measured latency (on loopback they stay at ``time_unit``, the floor).
+
 For synchronous code (the aggregator node), :class:`ThreadedTcpNode` runs a ``TcpNode`` on
 its own event loop in a background thread.
 """
@@ -23,18 +30,39 @@ import contextlib
 import logging
 import struct
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from consensus.messages import MAX_MESSAGE_BYTES, Instance, Message, decode, encode
 from consensus.pbft import Action, Broadcast, CancelTimer, Decide, Node, Send, SetTimer
+from consensus.quorums import commit_quorum
+from consensus.rtt import RttEstimator, TimerScale, quorum_rto
 from protocol.errors import ConsensusError
 
-__all__ = ["TcpNode", "TcpStats", "ThreadedTcpNode", "read_frame", "write_frame"]
+__all__ = [
+    "DATA",
+    "PING",
+    "PONG",
+    "TcpNode",
+    "TcpStats",
+    "ThreadedTcpNode",
+    "encode_frame",
+    "read_any_frame",
+    "read_frame",
+    "write_frame",
+]
 
 log = logging.getLogger(__name__)
 _HEADER = struct.Struct(">I")
+_NONCE = struct.Struct(">Q")
+#: Frame kinds: a message (length word below 2**31), or a control frame whose length word has
+#: the top bit set and whose body is an 8-byte nonce.
+DATA = 0
+PING = 0x8000_0001
+PONG = 0x8000_0002
+_CONTROL_BIT = 0x8000_0000
 
 
 @dataclass
@@ -45,40 +73,67 @@ class TcpStats:
     dropped_out: int = 0
     connects: int = 0
     connect_failures: int = 0
+    pings: int = 0
+    pongs: int = 0
 
 
-async def read_frame(
+async def read_any_frame(
     reader: asyncio.StreamReader, max_size: int = MAX_MESSAGE_BYTES, timeout: float = 10.0
-) -> bytes | None:
-    """Read one frame; ``None`` on a clean EOF before a header. Raises ConsensusError on an
-    oversized or empty frame, a truncated body, or a body slower than ``timeout``."""
+) -> tuple[int, bytes] | None:
+    """Read one frame as ``(kind, body)``; ``None`` on a clean EOF before a header. Raises
+    ConsensusError on an oversized or empty message, an unknown control frame, a truncated
+    body, or a body slower than ``timeout``."""
     try:
         header = await reader.readexactly(_HEADER.size)
     except asyncio.IncompleteReadError as exc:
         if not exc.partial:
             return None
         raise ConsensusError("truncated frame header") from exc
-    (size,) = _HEADER.unpack(header)
-    if size == 0 or size > max_size:
-        raise ConsensusError(f"frame of {size} bytes refused (limit {max_size})")
+    (word,) = _HEADER.unpack(header)
+    if word & _CONTROL_BIT:
+        if word not in (PING, PONG):
+            raise ConsensusError(f"unknown control frame 0x{word:08x}")
+        kind, size = word, _NONCE.size
+    elif word == 0 or word > max_size:
+        raise ConsensusError(f"frame of {word} bytes refused (limit {max_size})")
+    else:
+        kind, size = DATA, word
     try:
-        return await asyncio.wait_for(reader.readexactly(size), timeout)
+        return kind, await asyncio.wait_for(reader.readexactly(size), timeout)
     except asyncio.IncompleteReadError as exc:
         raise ConsensusError("truncated frame body") from exc
     except TimeoutError as exc:
         raise ConsensusError("frame body too slow") from exc
 
 
+async def read_frame(
+    reader: asyncio.StreamReader, max_size: int = MAX_MESSAGE_BYTES, timeout: float = 10.0
+) -> bytes | None:
+    """Read one message frame (see :func:`read_any_frame`; control frames are refused)."""
+    frame = await read_any_frame(reader, max_size, timeout)
+    if frame is None:
+        return None
+    if frame[0] != DATA:
+        raise ConsensusError("control frame where a message was expected")
+    return frame[1]
+
+
+def encode_frame(kind: int, body: bytes) -> bytes:
+    """The bytes of one frame of ``kind`` (``DATA``, ``PING`` or ``PONG``)."""
+    return _HEADER.pack(len(body) if kind == DATA else kind) + body
+
+
 def write_frame(writer: asyncio.StreamWriter, payload: bytes) -> None:
-    writer.write(_HEADER.pack(len(payload)) + payload)
+    writer.write(encode_frame(DATA, payload))
 
 
 class TcpNode:
     """Drive ``replica`` over TCP.
 
     ``peers`` maps committee index to ``(host, port)``; it may be given later with
-    :meth:`set_peers` (e.g. after every node bound port 0). ``time_unit`` converts the
-    replica's abstract timer units to seconds.
+    :meth:`set_peers` (e.g. after every node bound port 0). A replica time unit lasts
+    ``scale.unit(quorum RTO)`` seconds with ``adaptive`` timers (the default; ``time_unit`` is
+    then the floor, ``max_time_unit`` the ceiling), or exactly ``time_unit`` seconds without.
     """
 
     def __init__(
@@ -88,6 +143,10 @@ class TcpNode:
         peers: Mapping[int, tuple[str, int]] | None = None,
         *,
         time_unit: float = 0.01,
+        adaptive: bool = True,
+        max_time_unit: float = 1.0,
+        rto_units: float = 10.0,
+        ping_interval: float = 1.0,
         connect_timeout: float = 2.0,
         io_timeout: float = 5.0,
         max_frame: int = MAX_MESSAGE_BYTES,
@@ -98,6 +157,12 @@ class TcpNode:
         self.listen = listen
         self.peers: dict[int, tuple[str, int]] = dict(peers or {})
         self.time_unit = time_unit
+        self.adaptive = adaptive
+        self.scale = TimerScale(rto_units, time_unit, max(time_unit, max_time_unit))
+        self.ping_interval = ping_interval
+        self.rtt: dict[int, RttEstimator] = {}
+        self._ping_sent: dict[int, OrderedDict[int, float]] = {}
+        self._nonce = 0
         self.connect_timeout = connect_timeout
         self.io_timeout = io_timeout
         self.max_frame = max_frame
@@ -164,6 +229,25 @@ class TcpNode:
         """The node observed the dispute: hand it to the replica (call on the loop thread)."""
         self._apply(self.replica.start(instance))
 
+    def unit(self) -> float:
+        """Seconds per replica time unit right now (see :mod:`consensus.rtt`)."""
+        if not self.adaptive:
+            return self.time_unit
+        return self.scale.unit(self.quorum_rto())
+
+    def quorum_rto(self) -> float | None:
+        """The RTO of the slowest peer a quorum needs (None before any answered ping)."""
+        needed = commit_quorum(len(self.peers) + 1) - 1
+        return quorum_rto((e.rto for e in self.rtt.values()), needed)
+
+    def timing(self) -> dict[str, Any]:
+        """Per-peer SRTT/RTTVAR/RTO, the quorum RTO and the current unit (seconds)."""
+        peers = {
+            str(i): {"srtt": e.srtt, "rttvar": e.rttvar, "rto": e.rto, "samples": e.samples}
+            for i, e in sorted(self.rtt.items())
+        }
+        return {"peers": peers, "quorum_rto": self.quorum_rto(), "unit": self.unit()}
+
     async def wait_decided(self, instance: Instance, timeout: float) -> Decide:
         """The replica's decision for ``instance``; raises TimeoutError after ``timeout`` s."""
         if instance in self.decisions:
@@ -184,10 +268,15 @@ class TcpNode:
         try:
             while not self._closing:
                 try:
-                    data = await read_frame(reader, self.max_frame, self.io_timeout)
-                    if data is None:
+                    frame = await read_any_frame(reader, self.max_frame, self.io_timeout)
+                    if frame is None:
                         break
-                    msg = decode(data)
+                    if frame[0] == PING:
+                        writer.write(encode_frame(PONG, frame[1]))
+                        continue
+                    if frame[0] != DATA:
+                        raise ConsensusError("unexpected control frame")
+                    msg = decode(frame[1])
                 except ConsensusError as exc:
                     self.stats.bad_frames += 1
                     log.debug("dropping connection after bad frame: %s", exc)
@@ -227,7 +316,7 @@ class TcpNode:
                 old = self._timers.pop(a.timer_id, None)
                 if old is not None:
                     old.cancel()
-                delay = max(0.0, a.delay * self.time_unit)
+                delay = max(0.0, a.delay * self.unit())
                 self._timers[a.timer_id] = self._loop.call_later(delay, self._fire, a.timer_id)
             elif isinstance(a, CancelTimer):
                 handle = self._timers.pop(a.timer_id, None)
@@ -257,40 +346,107 @@ class TcpNode:
             self._senders[idx] = asyncio.get_running_loop().create_task(self._sender(idx))
 
     async def _sender(self, idx: int) -> None:
-        """Connect to peer ``idx`` and write its queued frames; reconnect on failure."""
+        """Connect to peer ``idx``, write its queued frames and a PING every
+        ``ping_interval`` seconds; reconnect when the connection fails or the peer closes it."""
         q = self._queues[idx]
+        loop = asyncio.get_running_loop()
+        conn: tuple[asyncio.StreamWriter, asyncio.Task[None]] | None = None
+        getter: asyncio.Task[bytes] | None = None
+        next_ping = opened = 0.0
         backoff = 0.05
-        writer: asyncio.StreamWriter | None = None
         try:
             while not self._closing:
-                if writer is None:
-                    host, port = self.peers[idx]
-                    try:
-                        _, writer = await asyncio.wait_for(
-                            asyncio.open_connection(host, port), self.connect_timeout
-                        )
-                        self.stats.connects += 1
-                        backoff = 0.05
-                    except (OSError, TimeoutError):
-                        self.stats.connect_failures += 1
-                        await asyncio.sleep(backoff)
-                        backoff = min(backoff * 2, 1.0)
-                        continue
-                data = await q.get()
-                assert writer is not None
+                if conn is None or conn[1].done():  # never connected, or the peer closed it
+                    if conn is not None:
+                        conn[0].close()
+                        # closed right away (say, a proxy whose target is down): back off
+                        short = loop.time() - opened < 1.0
+                        backoff = min(backoff * 2, 1.0) if short else 0.05
+                        await asyncio.sleep(backoff if short else 0.0)
+                    conn = await self._connect(idx)
+                    next_ping = opened = loop.time()
+                writer, pongs = conn
+                if getter is None:
+                    getter = loop.create_task(q.get())
+                done, _ = await asyncio.wait(
+                    {getter, pongs},
+                    timeout=max(0.0, next_ping - loop.time()),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if getter in done:
+                    kind, body, getter = DATA, getter.result(), None
+                elif pongs in done:
+                    continue
+                else:
+                    kind, body = PING, _NONCE.pack(self._new_ping(idx, loop.time()))
+                    next_ping = loop.time() + self.ping_interval
                 try:
-                    write_frame(writer, data)
+                    writer.write(encode_frame(kind, body))
                     await asyncio.wait_for(writer.drain(), self.io_timeout)
-                    self.stats.frames_out += 1
                 except (OSError, TimeoutError):
-                    self.stats.dropped_out += 1
+                    if kind == DATA:
+                        self.stats.dropped_out += 1
                     writer.close()
-                    writer = None
+                    pongs.cancel()
+                    conn = None
+                    continue
+                if kind == DATA:
+                    self.stats.frames_out += 1
+                else:
+                    self.stats.pings += 1
         except asyncio.CancelledError:
             pass
         finally:
-            if writer is not None:
-                writer.close()
+            if getter is not None:
+                getter.cancel()
+            if conn is not None:
+                conn[1].cancel()
+                conn[0].close()
+
+    async def _connect(self, idx: int) -> tuple[asyncio.StreamWriter, asyncio.Task[None]]:
+        """Open a connection to peer ``idx`` (retrying with capped back-off) and start
+        reading its PONGs."""
+        backoff = 0.05
+        while not self._closing:
+            host, port = self.peers[idx]
+            try:
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a
+                # cancellation that races with a refused connection
+                async with asyncio.timeout(self.connect_timeout):
+                    reader, writer = await asyncio.open_connection(host, port)
+            except (OSError, TimeoutError):
+                self.stats.connect_failures += 1
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+                continue
+            self.stats.connects += 1
+            return writer, asyncio.get_running_loop().create_task(self._read_pongs(idx, reader))
+        raise asyncio.CancelledError
+
+    def _new_ping(self, idx: int, now: float) -> int:
+        self._nonce += 1
+        sent = self._ping_sent.setdefault(idx, OrderedDict())
+        sent[self._nonce] = now
+        while len(sent) > 16:  # unanswered pings are forgotten (bounded memory)
+            sent.popitem(last=False)
+        return self._nonce
+
+    async def _read_pongs(self, idx: int, reader: asyncio.StreamReader) -> None:
+        """Read PONGs on our outbound connection to ``idx``; returns when it closes. Only
+        answers to pings we sent count, so a peer can delay its samples but not forge them."""
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                frame = await read_any_frame(reader, self.max_frame, self.io_timeout)
+                if frame is None or frame[0] != PONG:
+                    return
+                (nonce,) = _NONCE.unpack(frame[1])
+                sent = self._ping_sent.get(idx, OrderedDict()).pop(nonce, None)
+                if sent is not None:
+                    self.stats.pongs += 1
+                    self.rtt.setdefault(idx, RttEstimator()).sample(loop.time() - sent)
+        except (ConsensusError, ConnectionError):
+            return
 
 
 class ThreadedTcpNode:
