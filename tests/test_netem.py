@@ -34,6 +34,7 @@ from fedchain.netem import (
     pbft_peers,
     serve,
     spawn_netem,
+    start_pbft_proxies,
     stop_netem,
 )
 from protocol.errors import ConfigError
@@ -376,3 +377,45 @@ def test_pbft_peers_follow_the_testnet_routes() -> None:
         2: ("127.0.0.1", 6012),
     }
     assert pbft_peers(spec, 0) == {i: ("127.0.0.1", 5000 + i) for i in range(3)}  # direct
+
+
+def test_testnet_mesh_routes_every_link_through_its_proxy(tmp_path: Path) -> None:
+    """``start_pbft_proxies`` (what ``testnet up --pbft-latency`` runs): one proxy process,
+    a route for every ordered pair, each relaying to the right member, stopped by PID."""
+    servers = []
+    for _ in range(3):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        s.settimeout(10)
+        servers.append(s)
+    spec: dict = {
+        "nodes": [
+            {"role": "aggregator", "index": i, "pbft_port": s.getsockname()[1]}
+            for i, s in enumerate(servers)
+        ]
+    }
+    start_pbft_proxies(spec, tmp_path, LinkProfile(latency=0.001), max_seconds=60)
+    pid_file = Path(spec["services"]["netem"]["pid_file"])
+    try:
+        assert sorted(spec["pbft_routes"]) == ["0", "1", "2"]
+        for i in range(3):
+            peers = pbft_peers(spec, i)
+            assert peers[i] == ("127.0.0.1", servers[i].getsockname()[1])
+            for j in range(3):
+                if j == i:
+                    continue
+                assert peers[j] != ("127.0.0.1", servers[j].getsockname()[1])  # via a proxy
+                with socket.create_connection(peers[j], timeout=10) as c:
+                    c.sendall(encode_frame(DATA, f"{i}->{j}".encode()))
+                    conn, _ = servers[j].accept()
+                    with conn:
+                        conn.settimeout(10)
+                        data = b""
+                        while len(data) < 8:
+                            data += conn.recv(64)
+                assert data == encode_frame(DATA, f"{i}->{j}".encode())
+    finally:
+        assert stop_netem(pid_file)
+        for s in servers:
+            s.close()
