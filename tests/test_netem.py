@@ -419,3 +419,58 @@ def test_testnet_mesh_routes_every_link_through_its_proxy(tmp_path: Path) -> Non
         assert stop_netem(pid_file)
         for s in servers:
             s.close()
+
+
+@pytest.mark.slow
+@pytest.mark.realnet
+def test_testnet_dispute_through_wan_proxies(tmp_path: Path) -> None:
+    """``testnet up --pbft-latency``: aggregator processes decide a dispute over lossy proxies
+    (the faulty aggregate of round 1 is rejected and its submitter slashed)."""
+    from dataclasses import replace
+
+    from adapters.chain import Chain
+    from adapters.contract import TaskContract
+    from adapters.services import find_anvil
+    from fedchain import testnet
+    from fedchain.scenario import load_scenario
+    from protocol.errors import FedchainError
+
+    try:
+        find_anvil()
+    except FedchainError:
+        pytest.skip("anvil not installed: run scripts/install_tools.sh (make setup)")
+    from web3 import Web3
+
+    scenario = load_scenario(Path(__file__).resolve().parent.parent / "scenarios/agg-noise.toml")
+    cfg = replace(scenario.config, rounds=1, out=str(tmp_path / "runs"))
+    directory = tmp_path / "tn"
+    wan = LinkProfile(latency=0.05, jitter=0.01, loss=0.05)
+    try:
+        spec = testnet.up(
+            cfg,
+            directory,
+            use_ipfs=False,
+            block_time=0.5,
+            scenario=scenario,
+            max_seconds=600,
+            pbft_netem=wan,
+        )
+        assert spec["pbft_netem"]["latency"] == 0.05 and len(spec["pbft_routes"]) == 4
+        final = testnet.wait(directory, timeout=500)["chain"]
+        assert final["completed"]
+        logs = [
+            json.loads(line)
+            for n in spec["nodes"]
+            for line in (directory / "logs" / f"{n['name']}.log").read_text().splitlines()
+            if line.startswith("{")
+        ]
+        assert any(e["action"] == "pbft-decided" and e["verdict"] == "faulty" for e in logs)
+        assert any(e["action"] == "resolveDispute" for e in logs)
+        task = TaskContract.at(Chain(Web3(Web3.HTTPProvider(spec["rpc_url"])), []), spec["task"])
+        assert task.aggregator_info(spec["nodes"][0]["address"]).slashed
+    finally:
+        stopped = testnet.down(directory)
+    assert "netem" in stopped
+    log = (directory / "netem" / "netem.log").read_text().strip().splitlines()
+    stats = json.loads(log[-1])["netem_stats"]
+    assert len(stats) == 12 and sum(s["forwarded"] for s in stats.values()) > 0
