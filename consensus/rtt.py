@@ -19,12 +19,15 @@ crashed peer (no samples) does not count at all.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
+from consensus.quorums import commit_quorum
 from protocol.errors import ConsensusError
 
-__all__ = ["RttEstimator", "TimerScale", "quorum_rto"]
+__all__ = ["PingBook", "RttEstimator", "TimerScale", "quorum_rto"]
 
 
 @dataclass
@@ -85,3 +88,45 @@ class TimerScale:
         if rto is None:
             return self.min_unit
         return min(self.max_unit, max(self.min_unit, rto / self.rto_units))
+
+
+class PingBook:
+    """Per-peer estimators fed by ping nonces (pure: callers pass the clock's readings).
+
+    :meth:`ping` hands out a fresh nonce and remembers when it was sent (the last
+    ``max_pending`` per peer); :meth:`pong` turns the answer into a sample. An answer to a
+    nonce never sent, or already answered, is ignored: a peer can delay its samples, not
+    forge them.
+    """
+
+    def __init__(self, max_pending: int = 16) -> None:
+        self.estimators: dict[int, RttEstimator] = {}
+        self.max_pending = max_pending
+        self._pending: dict[int, OrderedDict[int, float]] = {}
+        self._nonce = 0
+
+    def ping(self, peer: int, now: float) -> int:
+        self._nonce += 1
+        sent = self._pending.setdefault(peer, OrderedDict())
+        sent[self._nonce] = now
+        while len(sent) > self.max_pending:
+            sent.popitem(last=False)
+        return self._nonce
+
+    def pong(self, peer: int, nonce: int, now: float) -> bool:
+        """Record the answer to ``nonce``; True if it was a ping of ours still pending."""
+        sent = self._pending.get(peer, OrderedDict()).pop(nonce, None)
+        if sent is None:
+            return False
+        self.estimators.setdefault(peer, RttEstimator()).sample(max(0.0, now - sent))
+        return True
+
+    def quorum_rto(self, n: int) -> float | None:
+        """The RTO of the slowest peer a quorum of a committee of ``n`` needs to hear from."""
+        return quorum_rto((e.rto for e in self.estimators.values()), commit_quorum(n) - 1)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            str(i): {"srtt": e.srtt, "rttvar": e.rttvar, "rto": e.rto, "samples": e.samples}
+            for i, e in sorted(self.estimators.items())
+        }

@@ -30,21 +30,20 @@ import contextlib
 import logging
 import struct
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from consensus.messages import MAX_MESSAGE_BYTES, Instance, Message, decode, encode
 from consensus.pbft import Action, Broadcast, CancelTimer, Decide, Node, Send, SetTimer
-from consensus.quorums import commit_quorum
-from consensus.rtt import RttEstimator, TimerScale, quorum_rto
+from consensus.rtt import PingBook, TimerScale
 from protocol.errors import ConsensusError
 
 __all__ = [
     "DATA",
     "PING",
     "PONG",
+    "PeerLink",
     "TcpNode",
     "TcpStats",
     "ThreadedTcpNode",
@@ -160,9 +159,7 @@ class TcpNode:
         self.adaptive = adaptive
         self.scale = TimerScale(rto_units, time_unit, max(time_unit, max_time_unit))
         self.ping_interval = ping_interval
-        self.rtt: dict[int, RttEstimator] = {}
-        self._ping_sent: dict[int, OrderedDict[int, float]] = {}
-        self._nonce = 0
+        self.rtt = PingBook()
         self.connect_timeout = connect_timeout
         self.io_timeout = io_timeout
         self.max_frame = max_frame
@@ -172,14 +169,13 @@ class TcpNode:
         self.decisions: dict[Instance, Decide] = {}
         self.address: tuple[str, int] | None = None
         self._server: asyncio.Server | None = None
-        self._queues: dict[int, asyncio.Queue[bytes]] = {}
-        self._senders: dict[int, asyncio.Task[None]] = {}
+        self._links: dict[int, PeerLink] = {}
         self._readers: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._waiters: dict[Instance, list[asyncio.Future[Decide]]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._closing = False
+        self.closing = False
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -190,7 +186,7 @@ class TcpNode:
         sock = self._server.sockets[0].getsockname()
         self.address = (str(sock[0]), int(sock[1]))
         for idx in self.peers:
-            self._ensure_sender(idx)
+            self._link(idx)
         return self.address
 
     def set_peers(self, peers: Mapping[int, tuple[str, int]]) -> None:
@@ -198,17 +194,18 @@ class TcpNode:
         self.peers = {i: a for i, a in peers.items() if i != me}
         if self._loop is not None:
             for idx in self.peers:
-                self._ensure_sender(idx)
+                self._link(idx)
 
     async def stop(self, timeout: float = 5.0) -> None:
         """Close the server, connections, sender tasks and timers (bounded by ``timeout``)."""
-        self._closing = True
+        self.closing = True
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
         if self._server is not None:
             self._server.close()
-        tasks = list(self._senders.values()) + list(self._readers)
+        tasks = [t for link in self._links.values() if (t := link.task) is not None]
+        tasks += list(self._readers)
         for t in tasks:
             t.cancel()
         for w in list(self._writers):
@@ -237,16 +234,11 @@ class TcpNode:
 
     def quorum_rto(self) -> float | None:
         """The RTO of the slowest peer a quorum needs (None before any answered ping)."""
-        needed = commit_quorum(len(self.peers) + 1) - 1
-        return quorum_rto((e.rto for e in self.rtt.values()), needed)
+        return self.rtt.quorum_rto(len(self.peers) + 1)
 
     def timing(self) -> dict[str, Any]:
         """Per-peer SRTT/RTTVAR/RTO, the quorum RTO and the current unit (seconds)."""
-        peers = {
-            str(i): {"srtt": e.srtt, "rttvar": e.rttvar, "rto": e.rto, "samples": e.samples}
-            for i, e in sorted(self.rtt.items())
-        }
-        return {"peers": peers, "quorum_rto": self.quorum_rto(), "unit": self.unit()}
+        return {"peers": self.rtt.summary(), "quorum_rto": self.quorum_rto(), "unit": self.unit()}
 
     async def wait_decided(self, instance: Instance, timeout: float) -> Decide:
         """The replica's decision for ``instance``; raises TimeoutError after ``timeout`` s."""
@@ -266,7 +258,7 @@ class TcpNode:
             self._readers.add(task)
         self._writers.add(writer)
         try:
-            while not self._closing:
+            while not self.closing:
                 try:
                     frame = await read_any_frame(reader, self.max_frame, self.io_timeout)
                     if frame is None:
@@ -292,12 +284,12 @@ class TcpNode:
                 self._readers.discard(task)
 
     def _deliver(self, msg: Message) -> None:
-        if not self._closing:
+        if not self.closing:
             self._apply(self.replica.on_message(msg))
 
     def _fire(self, timer_id: str) -> None:
         self._timers.pop(timer_id, None)
-        if not self._closing:
+        if not self.closing:
             self._apply(self.replica.on_timer(timer_id))
 
     # ---- actions --------------------------------------------------------------------------
@@ -331,31 +323,46 @@ class TcpNode:
                     self.on_decide(a)
 
     def _enqueue(self, idx: int, data: bytes) -> None:
-        self._ensure_sender(idx)
-        q = self._queues[idx]
-        if q.full():
-            self.stats.dropped_out += 1
+        self._link(idx).enqueue(data)
+
+    def _link(self, idx: int) -> PeerLink:
+        link = self._links.get(idx)
+        if link is None:
+            link = self._links[idx] = PeerLink(self, idx)
+        link.ensure_running()
+        return link
+
+
+class PeerLink:
+    """The outbound side of one peer: a bounded queue of frames and one task that connects
+    (reconnecting with capped back-off), writes the frames, sends a PING every
+    ``ping_interval`` seconds and reads the PONGs into the node's :class:`PingBook`."""
+
+    def __init__(self, node: TcpNode, idx: int) -> None:
+        self.node = node
+        self.idx = idx
+        self.queue: asyncio.Queue[bytes] = asyncio.Queue(node.queue_size)
+        self.task: asyncio.Task[None] | None = None
+
+    def ensure_running(self) -> None:
+        if (self.task is None or self.task.done()) and not self.node.closing:
+            self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def enqueue(self, data: bytes) -> None:
+        if self.queue.full():
+            self.node.stats.dropped_out += 1
             return
-        q.put_nowait(data)
+        self.queue.put_nowait(data)
 
-    def _ensure_sender(self, idx: int) -> None:
-        if idx not in self._queues:
-            self._queues[idx] = asyncio.Queue(self.queue_size)
-        task = self._senders.get(idx)
-        if (task is None or task.done()) and not self._closing:
-            self._senders[idx] = asyncio.get_running_loop().create_task(self._sender(idx))
-
-    async def _sender(self, idx: int) -> None:
-        """Connect to peer ``idx``, write its queued frames and a PING every
-        ``ping_interval`` seconds; reconnect when the connection fails or the peer closes it."""
-        q = self._queues[idx]
+    async def _run(self) -> None:
+        node, stats = self.node, self.node.stats
         loop = asyncio.get_running_loop()
         conn: tuple[asyncio.StreamWriter, asyncio.Task[None]] | None = None
         getter: asyncio.Task[bytes] | None = None
         next_ping = opened = 0.0
         backoff = 0.05
         try:
-            while not self._closing:
+            while not node.closing:
                 if conn is None or conn[1].done():  # never connected, or the peer closed it
                     if conn is not None:
                         conn[0].close()
@@ -363,11 +370,11 @@ class TcpNode:
                         short = loop.time() - opened < 1.0
                         backoff = min(backoff * 2, 1.0) if short else 0.05
                         await asyncio.sleep(backoff if short else 0.0)
-                    conn = await self._connect(idx)
+                    conn = await self._connect()
                     next_ping = opened = loop.time()
                 writer, pongs = conn
                 if getter is None:
-                    getter = loop.create_task(q.get())
+                    getter = loop.create_task(self.queue.get())
                 done, _ = await asyncio.wait(
                     {getter, pongs},
                     timeout=max(0.0, next_ping - loop.time()),
@@ -378,22 +385,22 @@ class TcpNode:
                 elif pongs in done:
                     continue
                 else:
-                    kind, body = PING, _NONCE.pack(self._new_ping(idx, loop.time()))
-                    next_ping = loop.time() + self.ping_interval
+                    kind, body = PING, _NONCE.pack(node.rtt.ping(self.idx, loop.time()))
+                    next_ping = loop.time() + node.ping_interval
                 try:
                     writer.write(encode_frame(kind, body))
-                    await asyncio.wait_for(writer.drain(), self.io_timeout)
+                    await asyncio.wait_for(writer.drain(), node.io_timeout)
                 except (OSError, TimeoutError):
                     if kind == DATA:
-                        self.stats.dropped_out += 1
+                        stats.dropped_out += 1
                     writer.close()
                     pongs.cancel()
                     conn = None
                     continue
                 if kind == DATA:
-                    self.stats.frames_out += 1
+                    stats.frames_out += 1
                 else:
-                    self.stats.pings += 1
+                    stats.pings += 1
         except asyncio.CancelledError:
             pass
         finally:
@@ -403,48 +410,39 @@ class TcpNode:
                 conn[1].cancel()
                 conn[0].close()
 
-    async def _connect(self, idx: int) -> tuple[asyncio.StreamWriter, asyncio.Task[None]]:
-        """Open a connection to peer ``idx`` (retrying with capped back-off) and start
-        reading its PONGs."""
+    async def _connect(self) -> tuple[asyncio.StreamWriter, asyncio.Task[None]]:
+        """Open a connection to the peer (retrying with capped back-off) and start reading
+        its PONGs."""
+        node = self.node
         backoff = 0.05
-        while not self._closing:
-            host, port = self.peers[idx]
+        while not node.closing:
+            host, port = node.peers[self.idx]
             try:
                 # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a
                 # cancellation that races with a refused connection
-                async with asyncio.timeout(self.connect_timeout):
+                async with asyncio.timeout(node.connect_timeout):
                     reader, writer = await asyncio.open_connection(host, port)
             except (OSError, TimeoutError):
-                self.stats.connect_failures += 1
+                node.stats.connect_failures += 1
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
                 continue
-            self.stats.connects += 1
-            return writer, asyncio.get_running_loop().create_task(self._read_pongs(idx, reader))
+            node.stats.connects += 1
+            return writer, asyncio.get_running_loop().create_task(self._read_pongs(reader))
         raise asyncio.CancelledError
 
-    def _new_ping(self, idx: int, now: float) -> int:
-        self._nonce += 1
-        sent = self._ping_sent.setdefault(idx, OrderedDict())
-        sent[self._nonce] = now
-        while len(sent) > 16:  # unanswered pings are forgotten (bounded memory)
-            sent.popitem(last=False)
-        return self._nonce
-
-    async def _read_pongs(self, idx: int, reader: asyncio.StreamReader) -> None:
-        """Read PONGs on our outbound connection to ``idx``; returns when it closes. Only
-        answers to pings we sent count, so a peer can delay its samples but not forge them."""
+    async def _read_pongs(self, reader: asyncio.StreamReader) -> None:
+        """Read PONGs on our outbound connection; returns when it closes. Only answers to
+        pings we sent count, so a peer can delay its samples but not forge them."""
         loop = asyncio.get_running_loop()
         try:
             while True:
-                frame = await read_any_frame(reader, self.max_frame, self.io_timeout)
+                frame = await read_any_frame(reader, self.node.max_frame, self.node.io_timeout)
                 if frame is None or frame[0] != PONG:
                     return
                 (nonce,) = _NONCE.unpack(frame[1])
-                sent = self._ping_sent.get(idx, OrderedDict()).pop(nonce, None)
-                if sent is not None:
-                    self.stats.pongs += 1
-                    self.rtt.setdefault(idx, RttEstimator()).sample(loop.time() - sent)
+                if self.node.rtt.pong(self.idx, nonce, loop.time()):
+                    self.node.stats.pongs += 1
         except (ConsensusError, ConnectionError):
             return
 

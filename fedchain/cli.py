@@ -451,6 +451,38 @@ def cmd_netem(args: argparse.Namespace) -> int:
     return command(args)
 
 
+def _add_wan_options(tn: argparse.ArgumentParser) -> None:
+    wan = tn.add_argument_group(
+        "WAN emulation of the PBFT links (user-space proxies, see 'fedchain netem --help')"
+    )
+    wan.add_argument("--pbft-latency", default="0ms", help="one-way delay, e.g. 150ms")
+    wan.add_argument("--pbft-jitter", default="0ms", help="uniform ± jitter, e.g. 30ms")
+    wan.add_argument("--pbft-loss", default="0", help="fraction of messages lost, e.g. 0.05")
+    wan.add_argument(
+        "--pbft-loss-mode",
+        default="drop",
+        help="drop (message lost), reset (connection reset) or retransmit (late, TCP-like)",
+    )
+
+
+def _add_netem_parser(sub: Any) -> None:
+    from fedchain.netem import add_arguments
+
+    netem = sub.add_parser(
+        "netem",
+        help="a delaying, dropping TCP proxy for PBFT links (WAN emulation on loopback)",
+        description="Relay PBFT frames from 127.0.0.1:PORT to a loopback target, holding each "
+        "for a one-way latency plus uniform jitter and losing a fraction of them (whole "
+        "messages; or connection resets; or TCP-like late delivery). Runs in the foreground "
+        "until SIGTERM or --max-seconds, then prints its counters as JSON. Never changes the "
+        "machine's network settings.",
+        epilog="example: fedchain netem --target 127.0.0.1:9001 --listen-port 9000 "
+        "--latency 150ms --jitter 30ms --loss 0.05 --max-seconds 600",
+    )
+    add_arguments(netem)
+    netem.set_defaults(func=cmd_netem)
+
+
 class OneLineErrorParser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line (naming option and value), exit 2."""
 
@@ -540,34 +572,10 @@ def build_parser() -> argparse.ArgumentParser:
     tn.add_argument(
         "--timeout", type=float, default=900.0, help="seconds 'wait' waits (%(default)s)"
     )
-    wan = tn.add_argument_group(
-        "WAN emulation of the PBFT links (user-space proxies, see 'fedchain netem --help')"
-    )
-    wan.add_argument("--pbft-latency", default="0ms", help="one-way delay, e.g. 150ms")
-    wan.add_argument("--pbft-jitter", default="0ms", help="uniform ± jitter, e.g. 30ms")
-    wan.add_argument("--pbft-loss", default="0", help="fraction of messages lost, e.g. 0.05")
-    wan.add_argument(
-        "--pbft-loss-mode",
-        default="drop",
-        help="drop (message lost), reset (connection reset) or retransmit (late, TCP-like)",
-    )
+    _add_wan_options(tn)
     _add_demo_options(tn)
     tn.set_defaults(func=cmd_testnet)
-    netem = sub.add_parser(
-        "netem",
-        help="a delaying, dropping TCP proxy for PBFT links (WAN emulation on loopback)",
-        description="Relay PBFT frames from 127.0.0.1:PORT to a loopback target, holding each "
-        "for a one-way latency plus uniform jitter and losing a fraction of them (whole "
-        "messages; or connection resets; or TCP-like late delivery). Runs in the foreground "
-        "until SIGTERM or --max-seconds, then prints its counters as JSON. Never changes the "
-        "machine's network settings.",
-        epilog="example: fedchain netem --target 127.0.0.1:9001 --listen-port 9000 "
-        "--latency 150ms --jitter 30ms --loss 0.05 --max-seconds 600",
-    )
-    from fedchain.netem import add_arguments as _netem_arguments
-
-    _netem_arguments(netem)
-    netem.set_defaults(func=cmd_netem)
+    _add_netem_parser(sub)
     report = sub.add_parser(
         "report",
         help="tabulate scenario runs (the fault-detection table)",

@@ -485,20 +485,22 @@ def start_pbft_proxies(
     spec: dict[str, Any],
     directory: Path,
     profile: LinkProfile,
-    *,
     seed: int = 0,
-    max_seconds: float = DEFAULT_MAX_SECONDS,
+    max_seconds: float | None = None,
 ) -> None:
     """Put a proxy on every directed link between the testnet's aggregators (one process,
-    ``directory``/netem.*), and record in ``spec`` the routes (``pbft_routes``), the profile
-    (``pbft_netem``) and the process (``services.netem``, so ``testnet down`` stops it)."""
+    ``directory``/netem.*, exiting after ``max_seconds``, default 4 h), and record in ``spec``
+    the routes (``pbft_routes``), the profile (``pbft_netem``) and the process
+    (``services.netem``, so ``testnet down`` stops it)."""
     targets = {
         int(n["index"]): (LOOPBACK, int(n["pbft_port"]))
         for n in spec["nodes"]
         if n["role"] == "aggregator"
     }
     links = mesh_links(targets, profile, seed)
-    pid, pid_file, addresses = spawn_netem(links, directory, max_seconds=max_seconds)
+    pid, pid_file, addresses = spawn_netem(
+        links, directory, max_seconds=max_seconds or DEFAULT_MAX_SECONDS
+    )
     routes: dict[str, dict[str, list[Any]]] = {}
     for link in links:
         i, j = link.name.split("->")

@@ -204,15 +204,9 @@ def up(
 
         assign_ports(spec)
         if pbft_netem is not None:
-            from fedchain.netem import DEFAULT_MAX_SECONDS, start_pbft_proxies
+            from fedchain.netem import start_pbft_proxies
 
-            start_pbft_proxies(
-                spec,
-                directory / "netem",
-                pbft_netem,
-                seed=cfg.seed,
-                max_seconds=max_seconds or DEFAULT_MAX_SECONDS,
-            )
+            start_pbft_proxies(spec, directory / "netem", pbft_netem, cfg.seed, max_seconds)
         _spec_path(directory).write_text(json.dumps(spec, indent=2))
         for node in nodes:
             start_node(directory, str(node["name"]), max_seconds=max_seconds)

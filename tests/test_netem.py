@@ -298,9 +298,11 @@ def test_tcp_node_timers_use_the_measured_unit() -> None:
         try:
             assert node.unit() == 0.01  # nothing measured yet: the floor
             for peer, rtt in ((1, 4.0), (2, 5.0), (3, 50.0)):
-                node.rtt[peer] = RttEstimator()
-                for _ in range(30):
-                    node.rtt[peer].sample(rtt)
+                for k in range(30):
+                    nonce = node.rtt.ping(peer, 100.0 * k)
+                    assert node.rtt.pong(peer, nonce, 100.0 * k + rtt)
+                    assert not node.rtt.pong(peer, nonce, 100.0 * k + rtt)  # answered already
+            assert not node.rtt.pong(1, 10_000, 1.0)  # never sent: no sample
             # quorum of 3 needs 2 peers: the second-fastest RTO (~5 s) -> 0.5 s per unit
             assert 0.5 <= node.unit() < 0.55
             loop = asyncio.get_running_loop()
