@@ -305,6 +305,18 @@ def conflicting_certificates(
     return sorted(k for k, v in certified.items() if len(v) > 1)
 
 
+#: Replica parameters of the adversarial schedules: short windows, so GC and state transfer run.
+SCHEDULE_CONFIG = ReplicaConfig(
+    checkpoint_interval=2,
+    log_window=4,
+    request_timeout=30.0,
+    view_change_timeout=30.0,
+    retransmit_interval=12.0,
+    max_backoff_exponent=4,
+    record_trace=True,
+)
+
+
 def random_schedule(
     n: int,
     seed: int,
@@ -332,11 +344,35 @@ def random_schedule(
     the honest members alone could decide (``n - f`` of them agree) are decided everywhere and
     ``settle_ticks`` have passed, or after ``max_ticks``.
     """
-    rng = random.Random(seed)
-    f = max_faulty(n)
-    nbyz = f if byzantine is None else byzantine
-    accounts = simulation_accounts(n)
-    committee = [a.address for a in accounts]
+    rng = random.Random(seed)  # every draw below comes from it, in a fixed order
+    roles = _draw_roles(rng, n, max_faulty(n) if byzantine is None else byzantine, behaviours)
+    honest = [i for i in range(n) if i not in roles]
+    insts, verdicts = _draw_disputes(rng, n, instances, disagreement)
+    nodes = _make_nodes(rng, n, roles, verdicts, config or SCHEDULE_CONFIG)
+    net = MemNet(nodes, _draw_network(rng, n, wire), seed=rng.randrange(1 << 30))
+    for inst in insts:
+        base = rng.randint(0, 30)
+        for i in range(n):
+            net.start(inst, at=base + rng.randint(0, 10), nodes=[i])
+
+    q = commit_quorum(n)
+    decidable = [
+        inst
+        for inst in insts
+        if max(sum(verdicts[(i, inst.key)] == v for i in honest) for v in (False, True)) >= q
+    ]
+
+    def done(net: MemNet) -> bool:
+        if not all(net.decided(inst, honest) for inst in decidable):
+            return False
+        return net.now >= settle_ticks or all(net.decided(inst, honest) for inst in insts)
+
+    net.run_until(done, max_ticks)
+    return _summarise(seed, n, roles, honest, insts, decidable, net)
+
+
+def _draw_roles(rng: random.Random, n: int, nbyz: int, behaviours: Sequence[str]) -> dict[int, str]:
+    """Byzantine members and their behaviours; member 0 (the first primary) half the time."""
     byz_ids: list[int] = []
     if nbyz and rng.random() < 0.5:
         byz_ids.append(0)
@@ -348,8 +384,13 @@ def random_schedule(
             if i == 0 and "equivocator" in behaviours
             else rng.choice(list(behaviours))
         )
-    honest = [i for i in range(n) if i not in roles]
+    return roles
 
+
+def _draw_disputes(
+    rng: random.Random, n: int, instances: int | None, disagreement: float
+) -> tuple[list[Instance], dict[tuple[int, InstanceKey], bool]]:
+    """One to three disputes (unless ``instances``) and every member's own verdict on each."""
     count = instances if instances is not None else rng.randint(1, 3)
     insts = [
         Instance(
@@ -368,16 +409,18 @@ def random_schedule(
         for i in range(n):
             v = truth[inst.key]
             verdicts[(i, inst.key)] = (not v) if split and rng.random() < 0.4 else v
+    return insts, verdicts
 
-    cfg = config or ReplicaConfig(
-        checkpoint_interval=2,
-        log_window=4,
-        request_timeout=30.0,
-        view_change_timeout=30.0,
-        retransmit_interval=12.0,
-        max_backoff_exponent=4,
-        record_trace=True,
-    )
+
+def _make_nodes(
+    rng: random.Random,
+    n: int,
+    roles: dict[int, str],
+    verdicts: dict[tuple[int, InstanceKey], bool],
+    cfg: ReplicaConfig,
+) -> list[Node]:
+    accounts = simulation_accounts(n)
+    committee = [a.address for a in accounts]
     nodes: list[Node] = []
     for i in range(n):
 
@@ -398,7 +441,11 @@ def random_schedule(
             nodes.append(RandomByzantine(*args, seed=rng.randrange(1 << 30)))
         else:
             nodes.append(Replica(*args))
+    return nodes
 
+
+def _draw_network(rng: random.Random, n: int, wire: bool) -> NetConfig:
+    """Loss, duplication, delays and up to two partitions, all before a random GST."""
     gst = rng.choice([0, rng.randint(20, 400)])
     partitions = []
     for _ in range(rng.randint(0, 2)):
@@ -407,7 +454,7 @@ def random_schedule(
         group = frozenset(rng.sample(range(n), rng.randint(1, max(1, n // 2))))
         start = rng.randint(0, gst)
         partitions.append(Partition(group, start, rng.randint(start, gst)))
-    net_cfg = NetConfig(
+    return NetConfig(
         drop_prob=rng.choice([0.0, 0.05, 0.15, 0.3]),
         dup_prob=rng.choice([0.0, 0.1, 0.2]),
         min_delay=1,
@@ -416,33 +463,22 @@ def random_schedule(
         gst=gst,
         wire=wire,
     )
-    net = MemNet(nodes, net_cfg, seed=rng.randrange(1 << 30))
-    for inst in insts:
-        base = rng.randint(0, 30)
-        for i in range(n):
-            net.start(inst, at=base + rng.randint(0, 10), nodes=[i])
 
-    q = commit_quorum(n)
-    decidable = [
-        inst
-        for inst in insts
-        if max(sum(verdicts[(i, inst.key)] == v for i in honest) for v in (False, True)) >= q
-    ]
 
-    def done(net: MemNet) -> bool:
-        if not all(net.decided(inst, honest) for inst in decidable):
-            return False
-        return net.now >= settle_ticks or all(net.decided(inst, honest) for inst in insts)
-
-    net.run_until(done, max_ticks)
-    all_decided = all(net.decided(inst, honest) for inst in insts)
-    decidable_decided = all(net.decided(inst, honest) for inst in decidable)
-
+def _summarise(
+    seed: int,
+    n: int,
+    roles: dict[int, str],
+    honest: list[int],
+    insts: list[Instance],
+    decidable: list[Instance],
+    net: MemNet,
+) -> ScheduleResult:
+    committee = [a.address for a in simulation_accounts(n)]
     honest_verdicts = {inst.key: net.verdicts(inst.key, honest) for inst in insts}
     traces: dict[int, set[tuple[InstanceKey, bool]]] = {}
-    replicas = [nodes[i] for i in honest]
+    replicas = [r for r in (net.nodes[i] for i in honest) if isinstance(r, Replica)]
     for r in replicas:
-        assert isinstance(r, Replica)
         for seq, key, faulty in r.trace:
             traces.setdefault(seq, set()).add((key, faulty))
     invalid = 0
@@ -457,16 +493,18 @@ def random_schedule(
         honest=honest,
         instances=insts,
         honest_verdicts=honest_verdicts,
-        all_decided=all_decided,
-        decidable_decided=decidable_decided,
+        all_decided=all(net.decided(inst, honest) for inst in insts),
+        decidable_decided=all(net.decided(inst, honest) for inst in decidable),
         ticks=net.now,
-        max_view=max(r.view for r in replicas if isinstance(r, Replica)),
-        view_changes=sum(r.stats["view_changes"] for r in replicas if isinstance(r, Replica)),
-        state_transfers=sum(r.stats["state_transfers"] for r in replicas if isinstance(r, Replica)),
+        max_view=max(r.view for r in replicas),
+        view_changes=sum(r.stats["view_changes"] for r in replicas),
+        state_transfers=sum(r.stats["state_transfers"] for r in replicas),
         divergent_seqs=sorted(s for s, v in traces.items() if len(v) > 1)
-        + [-1] * sum(r.stats["divergences"] for r in replicas if isinstance(r, Replica)),
-        conflicting_certificates=conflicting_certificates(net.commits_seen, q, committee),
+        + [-1] * sum(r.stats["divergences"] for r in replicas),
+        conflicting_certificates=conflicting_certificates(
+            net.commits_seen, commit_quorum(n), committee
+        ),
         invalid_certificates=invalid,
-        evidence=sum(len(r.evidence) for r in replicas if isinstance(r, Replica)),
+        evidence=sum(len(r.evidence) for r in replicas),
         net=net.stats,
     )

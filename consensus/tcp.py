@@ -12,6 +12,13 @@ closes that connection. No transport authentication is needed: every message car
 sender's signature, checked by the replica. Lost messages are PBFT's business (retransmission
 and view changes), so a full queue or a broken connection simply drops messages.
 
+Timers adapt to the network. Each outbound connection carries a PING control frame (a length
+word with the top bit set, then an 8-byte nonce) every ``ping_interval`` seconds; the peer
+answers on the same connection with a PONG echoing the nonce. Answered pings feed one
+Jacobson/Karels estimator per peer (:mod:`consensus.rtt`), and a replica time unit lasts
+``TimerScale.unit(quorum RTO)`` seconds, so the request, view-change and retransmission timers
+follow the measured latency (on loopback they stay at ``time_unit``, the floor).
+
 For synchronous code (the aggregator node), :class:`ThreadedTcpNode` runs a ``TcpNode`` on
 its own event loop in a background thread.
 """
@@ -29,12 +36,32 @@ from typing import Any
 
 from consensus.messages import MAX_MESSAGE_BYTES, Instance, Message, decode, encode
 from consensus.pbft import Action, Broadcast, CancelTimer, Decide, Node, Send, SetTimer
+from consensus.rtt import PingBook, TimerScale
 from protocol.errors import ConsensusError
 
-__all__ = ["TcpNode", "TcpStats", "ThreadedTcpNode", "read_frame", "write_frame"]
+__all__ = [
+    "DATA",
+    "PING",
+    "PONG",
+    "PeerLink",
+    "TcpNode",
+    "TcpStats",
+    "ThreadedTcpNode",
+    "encode_frame",
+    "read_any_frame",
+    "read_frame",
+    "write_frame",
+]
 
 log = logging.getLogger(__name__)
 _HEADER = struct.Struct(">I")
+_NONCE = struct.Struct(">Q")
+#: Frame kinds: a message (length word below 2**31), or a control frame whose length word has
+#: the top bit set and whose body is an 8-byte nonce.
+DATA = 0
+PING = 0x8000_0001
+PONG = 0x8000_0002
+_CONTROL_BIT = 0x8000_0000
 
 
 @dataclass
@@ -45,40 +72,67 @@ class TcpStats:
     dropped_out: int = 0
     connects: int = 0
     connect_failures: int = 0
+    pings: int = 0
+    pongs: int = 0
 
 
-async def read_frame(
+async def read_any_frame(
     reader: asyncio.StreamReader, max_size: int = MAX_MESSAGE_BYTES, timeout: float = 10.0
-) -> bytes | None:
-    """Read one frame; ``None`` on a clean EOF before a header. Raises ConsensusError on an
-    oversized or empty frame, a truncated body, or a body slower than ``timeout``."""
+) -> tuple[int, bytes] | None:
+    """Read one frame as ``(kind, body)``; ``None`` on a clean EOF before a header. Raises
+    ConsensusError on an oversized or empty message, an unknown control frame, a truncated
+    body, or a body slower than ``timeout``."""
     try:
         header = await reader.readexactly(_HEADER.size)
     except asyncio.IncompleteReadError as exc:
         if not exc.partial:
             return None
         raise ConsensusError("truncated frame header") from exc
-    (size,) = _HEADER.unpack(header)
-    if size == 0 or size > max_size:
-        raise ConsensusError(f"frame of {size} bytes refused (limit {max_size})")
+    (word,) = _HEADER.unpack(header)
+    if word & _CONTROL_BIT:
+        if word not in (PING, PONG):
+            raise ConsensusError(f"unknown control frame 0x{word:08x}")
+        kind, size = word, _NONCE.size
+    elif word == 0 or word > max_size:
+        raise ConsensusError(f"frame of {word} bytes refused (limit {max_size})")
+    else:
+        kind, size = DATA, word
     try:
-        return await asyncio.wait_for(reader.readexactly(size), timeout)
+        return kind, await asyncio.wait_for(reader.readexactly(size), timeout)
     except asyncio.IncompleteReadError as exc:
         raise ConsensusError("truncated frame body") from exc
     except TimeoutError as exc:
         raise ConsensusError("frame body too slow") from exc
 
 
+async def read_frame(
+    reader: asyncio.StreamReader, max_size: int = MAX_MESSAGE_BYTES, timeout: float = 10.0
+) -> bytes | None:
+    """Read one message frame (see :func:`read_any_frame`; control frames are refused)."""
+    frame = await read_any_frame(reader, max_size, timeout)
+    if frame is None:
+        return None
+    if frame[0] != DATA:
+        raise ConsensusError("control frame where a message was expected")
+    return frame[1]
+
+
+def encode_frame(kind: int, body: bytes) -> bytes:
+    """The bytes of one frame of ``kind`` (``DATA``, ``PING`` or ``PONG``)."""
+    return _HEADER.pack(len(body) if kind == DATA else kind) + body
+
+
 def write_frame(writer: asyncio.StreamWriter, payload: bytes) -> None:
-    writer.write(_HEADER.pack(len(payload)) + payload)
+    writer.write(encode_frame(DATA, payload))
 
 
 class TcpNode:
     """Drive ``replica`` over TCP.
 
     ``peers`` maps committee index to ``(host, port)``; it may be given later with
-    :meth:`set_peers` (e.g. after every node bound port 0). ``time_unit`` converts the
-    replica's abstract timer units to seconds.
+    :meth:`set_peers` (e.g. after every node bound port 0). A replica time unit lasts
+    ``scale.unit(quorum RTO)`` seconds with ``adaptive`` timers (the default; ``time_unit`` is
+    then the floor, ``max_time_unit`` the ceiling), or exactly ``time_unit`` seconds without.
     """
 
     def __init__(
@@ -88,6 +142,10 @@ class TcpNode:
         peers: Mapping[int, tuple[str, int]] | None = None,
         *,
         time_unit: float = 0.01,
+        adaptive: bool = True,
+        max_time_unit: float = 1.0,
+        rto_units: float = 10.0,
+        ping_interval: float = 1.0,
         connect_timeout: float = 2.0,
         io_timeout: float = 5.0,
         max_frame: int = MAX_MESSAGE_BYTES,
@@ -98,6 +156,10 @@ class TcpNode:
         self.listen = listen
         self.peers: dict[int, tuple[str, int]] = dict(peers or {})
         self.time_unit = time_unit
+        self.adaptive = adaptive
+        self.scale = TimerScale(rto_units, time_unit, max(time_unit, max_time_unit))
+        self.ping_interval = ping_interval
+        self.rtt = PingBook()
         self.connect_timeout = connect_timeout
         self.io_timeout = io_timeout
         self.max_frame = max_frame
@@ -107,14 +169,13 @@ class TcpNode:
         self.decisions: dict[Instance, Decide] = {}
         self.address: tuple[str, int] | None = None
         self._server: asyncio.Server | None = None
-        self._queues: dict[int, asyncio.Queue[bytes]] = {}
-        self._senders: dict[int, asyncio.Task[None]] = {}
+        self._links: dict[int, PeerLink] = {}
         self._readers: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._waiters: dict[Instance, list[asyncio.Future[Decide]]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._closing = False
+        self.closing = False
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -125,7 +186,7 @@ class TcpNode:
         sock = self._server.sockets[0].getsockname()
         self.address = (str(sock[0]), int(sock[1]))
         for idx in self.peers:
-            self._ensure_sender(idx)
+            self._link(idx)
         return self.address
 
     def set_peers(self, peers: Mapping[int, tuple[str, int]]) -> None:
@@ -133,17 +194,18 @@ class TcpNode:
         self.peers = {i: a for i, a in peers.items() if i != me}
         if self._loop is not None:
             for idx in self.peers:
-                self._ensure_sender(idx)
+                self._link(idx)
 
     async def stop(self, timeout: float = 5.0) -> None:
         """Close the server, connections, sender tasks and timers (bounded by ``timeout``)."""
-        self._closing = True
+        self.closing = True
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
         if self._server is not None:
             self._server.close()
-        tasks = list(self._senders.values()) + list(self._readers)
+        tasks = [t for link in self._links.values() if (t := link.task) is not None]
+        tasks += list(self._readers)
         for t in tasks:
             t.cancel()
         for w in list(self._writers):
@@ -164,6 +226,20 @@ class TcpNode:
         """The node observed the dispute: hand it to the replica (call on the loop thread)."""
         self._apply(self.replica.start(instance))
 
+    def unit(self) -> float:
+        """Seconds per replica time unit right now (see :mod:`consensus.rtt`)."""
+        if not self.adaptive:
+            return self.time_unit
+        return self.scale.unit(self.quorum_rto())
+
+    def quorum_rto(self) -> float | None:
+        """The RTO of the slowest peer a quorum needs (None before any answered ping)."""
+        return self.rtt.quorum_rto(len(self.peers) + 1)
+
+    def timing(self) -> dict[str, Any]:
+        """Per-peer SRTT/RTTVAR/RTO, the quorum RTO and the current unit (seconds)."""
+        return {"peers": self.rtt.summary(), "quorum_rto": self.quorum_rto(), "unit": self.unit()}
+
     async def wait_decided(self, instance: Instance, timeout: float) -> Decide:
         """The replica's decision for ``instance``; raises TimeoutError after ``timeout`` s."""
         if instance in self.decisions:
@@ -182,12 +258,17 @@ class TcpNode:
             self._readers.add(task)
         self._writers.add(writer)
         try:
-            while not self._closing:
+            while not self.closing:
                 try:
-                    data = await read_frame(reader, self.max_frame, self.io_timeout)
-                    if data is None:
+                    frame = await read_any_frame(reader, self.max_frame, self.io_timeout)
+                    if frame is None:
                         break
-                    msg = decode(data)
+                    if frame[0] == PING:
+                        writer.write(encode_frame(PONG, frame[1]))
+                        continue
+                    if frame[0] != DATA:
+                        raise ConsensusError("unexpected control frame")
+                    msg = decode(frame[1])
                 except ConsensusError as exc:
                     self.stats.bad_frames += 1
                     log.debug("dropping connection after bad frame: %s", exc)
@@ -203,12 +284,12 @@ class TcpNode:
                 self._readers.discard(task)
 
     def _deliver(self, msg: Message) -> None:
-        if not self._closing:
+        if not self.closing:
             self._apply(self.replica.on_message(msg))
 
     def _fire(self, timer_id: str) -> None:
         self._timers.pop(timer_id, None)
-        if not self._closing:
+        if not self.closing:
             self._apply(self.replica.on_timer(timer_id))
 
     # ---- actions --------------------------------------------------------------------------
@@ -227,7 +308,7 @@ class TcpNode:
                 old = self._timers.pop(a.timer_id, None)
                 if old is not None:
                     old.cancel()
-                delay = max(0.0, a.delay * self.time_unit)
+                delay = max(0.0, a.delay * self.unit())
                 self._timers[a.timer_id] = self._loop.call_later(delay, self._fire, a.timer_id)
             elif isinstance(a, CancelTimer):
                 handle = self._timers.pop(a.timer_id, None)
@@ -242,55 +323,128 @@ class TcpNode:
                     self.on_decide(a)
 
     def _enqueue(self, idx: int, data: bytes) -> None:
-        self._ensure_sender(idx)
-        q = self._queues[idx]
-        if q.full():
-            self.stats.dropped_out += 1
+        self._link(idx).enqueue(data)
+
+    def _link(self, idx: int) -> PeerLink:
+        link = self._links.get(idx)
+        if link is None:
+            link = self._links[idx] = PeerLink(self, idx)
+        link.ensure_running()
+        return link
+
+
+class PeerLink:
+    """The outbound side of one peer: a bounded queue of frames and one task that connects
+    (reconnecting with capped back-off), writes the frames, sends a PING every
+    ``ping_interval`` seconds and reads the PONGs into the node's :class:`PingBook`."""
+
+    def __init__(self, node: TcpNode, idx: int) -> None:
+        self.node = node
+        self.idx = idx
+        self.queue: asyncio.Queue[bytes] = asyncio.Queue(node.queue_size)
+        self.task: asyncio.Task[None] | None = None
+
+    def ensure_running(self) -> None:
+        if (self.task is None or self.task.done()) and not self.node.closing:
+            self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def enqueue(self, data: bytes) -> None:
+        if self.queue.full():
+            self.node.stats.dropped_out += 1
             return
-        q.put_nowait(data)
+        self.queue.put_nowait(data)
 
-    def _ensure_sender(self, idx: int) -> None:
-        if idx not in self._queues:
-            self._queues[idx] = asyncio.Queue(self.queue_size)
-        task = self._senders.get(idx)
-        if (task is None or task.done()) and not self._closing:
-            self._senders[idx] = asyncio.get_running_loop().create_task(self._sender(idx))
-
-    async def _sender(self, idx: int) -> None:
-        """Connect to peer ``idx`` and write its queued frames; reconnect on failure."""
-        q = self._queues[idx]
+    async def _run(self) -> None:
+        node, stats = self.node, self.node.stats
+        loop = asyncio.get_running_loop()
+        conn: tuple[asyncio.StreamWriter, asyncio.Task[None]] | None = None
+        getter: asyncio.Task[bytes] | None = None
+        next_ping = opened = 0.0
         backoff = 0.05
-        writer: asyncio.StreamWriter | None = None
         try:
-            while not self._closing:
-                if writer is None:
-                    host, port = self.peers[idx]
-                    try:
-                        _, writer = await asyncio.wait_for(
-                            asyncio.open_connection(host, port), self.connect_timeout
-                        )
-                        self.stats.connects += 1
-                        backoff = 0.05
-                    except (OSError, TimeoutError):
-                        self.stats.connect_failures += 1
-                        await asyncio.sleep(backoff)
-                        backoff = min(backoff * 2, 1.0)
-                        continue
-                data = await q.get()
-                assert writer is not None
+            while not node.closing:
+                if conn is None or conn[1].done():  # never connected, or the peer closed it
+                    if conn is not None:
+                        conn[0].close()
+                        # closed right away (say, a proxy whose target is down): back off
+                        short = loop.time() - opened < 1.0
+                        backoff = min(backoff * 2, 1.0) if short else 0.05
+                        await asyncio.sleep(backoff if short else 0.0)
+                    conn = await self._connect()
+                    next_ping = opened = loop.time()
+                writer, pongs = conn
+                if getter is None:
+                    getter = loop.create_task(self.queue.get())
+                done, _ = await asyncio.wait(
+                    {getter, pongs},
+                    timeout=max(0.0, next_ping - loop.time()),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if getter in done:
+                    kind, body, getter = DATA, getter.result(), None
+                elif pongs in done:
+                    continue
+                else:
+                    kind, body = PING, _NONCE.pack(node.rtt.ping(self.idx, loop.time()))
+                    next_ping = loop.time() + node.ping_interval
                 try:
-                    write_frame(writer, data)
-                    await asyncio.wait_for(writer.drain(), self.io_timeout)
-                    self.stats.frames_out += 1
+                    writer.write(encode_frame(kind, body))
+                    await asyncio.wait_for(writer.drain(), node.io_timeout)
                 except (OSError, TimeoutError):
-                    self.stats.dropped_out += 1
+                    if kind == DATA:
+                        stats.dropped_out += 1
                     writer.close()
-                    writer = None
+                    pongs.cancel()
+                    conn = None
+                    continue
+                if kind == DATA:
+                    stats.frames_out += 1
+                else:
+                    stats.pings += 1
         except asyncio.CancelledError:
             pass
         finally:
-            if writer is not None:
-                writer.close()
+            if getter is not None:
+                getter.cancel()
+            if conn is not None:
+                conn[1].cancel()
+                conn[0].close()
+
+    async def _connect(self) -> tuple[asyncio.StreamWriter, asyncio.Task[None]]:
+        """Open a connection to the peer (retrying with capped back-off) and start reading
+        its PONGs."""
+        node = self.node
+        backoff = 0.05
+        while not node.closing:
+            host, port = node.peers[self.idx]
+            try:
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a
+                # cancellation that races with a refused connection
+                async with asyncio.timeout(node.connect_timeout):
+                    reader, writer = await asyncio.open_connection(host, port)
+            except (OSError, TimeoutError):
+                node.stats.connect_failures += 1
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+                continue
+            node.stats.connects += 1
+            return writer, asyncio.get_running_loop().create_task(self._read_pongs(reader))
+        raise asyncio.CancelledError
+
+    async def _read_pongs(self, reader: asyncio.StreamReader) -> None:
+        """Read PONGs on our outbound connection; returns when it closes. Only answers to
+        pings we sent count, so a peer can delay its samples but not forge them."""
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                frame = await read_any_frame(reader, self.node.max_frame, self.node.io_timeout)
+                if frame is None or frame[0] != PONG:
+                    return
+                (nonce,) = _NONCE.unpack(frame[1])
+                if self.node.rtt.pong(self.idx, nonce, loop.time()):
+                    self.node.stats.pongs += 1
+        except (ConsensusError, ConnectionError):
+            return
 
 
 class ThreadedTcpNode:

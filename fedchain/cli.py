@@ -409,12 +409,18 @@ def cmd_testnet(args: argparse.Namespace) -> int:
 
             scenario = load_scenario(args.scenario)
             cfg = replace(scenario.config, out=cfg.out)
+        from fedchain.netem import profile_from_args
+
+        wan = profile_from_args(
+            args.pbft_latency, args.pbft_jitter, args.pbft_loss, args.pbft_loss_mode, "--pbft-"
+        )
         spec = testnet.up(
             cfg,
             directory,
             use_ipfs=not args.no_ipfs,
             block_time=args.block_time,
             scenario=scenario,
+            pbft_netem=wan if wan.active else None,
         )
         print(
             f"testnet up in {directory}: task {spec['task']} on {spec['rpc_url']}, "
@@ -461,6 +467,44 @@ def cmd_testnet(args: argparse.Namespace) -> int:
     pid = testnet.start_node(directory, args.node)
     print(f"{args.node}: started (pid {pid})")
     return 0
+
+
+def cmd_netem(args: argparse.Namespace) -> int:
+    from fedchain.netem import command
+
+    return command(args)
+
+
+def _add_wan_options(tn: argparse.ArgumentParser) -> None:
+    wan = tn.add_argument_group(
+        "WAN emulation of the PBFT links (user-space proxies, see 'fedchain netem --help')"
+    )
+    wan.add_argument("--pbft-latency", default="0ms", help="one-way delay, e.g. 150ms")
+    wan.add_argument("--pbft-jitter", default="0ms", help="uniform ± jitter, e.g. 30ms")
+    wan.add_argument("--pbft-loss", default="0", help="fraction of messages lost, e.g. 0.05")
+    wan.add_argument(
+        "--pbft-loss-mode",
+        default="drop",
+        help="drop (message lost), reset (connection reset) or retransmit (late, TCP-like)",
+    )
+
+
+def _add_netem_parser(sub: Any) -> None:
+    from fedchain.netem import add_arguments
+
+    netem = sub.add_parser(
+        "netem",
+        help="a delaying, dropping TCP proxy for PBFT links (WAN emulation on loopback)",
+        description="Relay PBFT frames from 127.0.0.1:PORT to a loopback target, holding each "
+        "for a one-way latency plus uniform jitter and losing a fraction of them (whole "
+        "messages; or connection resets; or TCP-like late delivery). Runs in the foreground "
+        "until SIGTERM or --max-seconds, then prints its counters as JSON. Never changes the "
+        "machine's network settings.",
+        epilog="example: fedchain netem --target 127.0.0.1:9001 --listen-port 9000 "
+        "--latency 150ms --jitter 30ms --loss 0.05 --max-seconds 600",
+    )
+    add_arguments(netem)
+    netem.set_defaults(func=cmd_netem)
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -556,8 +600,10 @@ def build_parser() -> argparse.ArgumentParser:
     tn.add_argument(
         "--timeout", type=float, default=900.0, help="seconds 'wait' waits (%(default)s)"
     )
+    _add_wan_options(tn)
     _add_demo_options(tn)
     tn.set_defaults(func=cmd_testnet)
+    _add_netem_parser(sub)
     report = sub.add_parser(
         "report",
         help="tabulate scenario runs (the fault-detection table)",

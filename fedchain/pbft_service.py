@@ -22,6 +22,7 @@ from consensus.committee import REPLICA_KINDS
 from consensus.messages import Domain, Instance
 from consensus.pbft import Decide, Node, SilentReplica
 from consensus.tcp import ThreadedTcpNode
+from fedchain.netem import pbft_peers
 from protocol.errors import ConsensusError, ContractRevert
 
 
@@ -81,7 +82,7 @@ class PbftService:
             (n for n in spec["nodes"] if n["role"] == "aggregator"), key=lambda n: n["index"]
         )
         committee = [n["address"] for n in aggs]
-        peers = {n["index"]: ("127.0.0.1", int(n["pbft_port"])) for n in aggs}
+        peers = pbft_peers(spec, int(entry["index"]))  # via WAN proxies, if any
         domain = Domain(int(spec["chain_id"]), spec["task"])
         return cls(
             int(entry["index"]), committee, peers, account, domain, node, node.behaviour.pbft

@@ -111,8 +111,13 @@ def up(
     block_time: float = 1.0,
     max_seconds: float | None = None,
     scenario: Any = None,
+    pbft_netem: Any = None,
 ) -> dict[str, Any]:
-    """Start services, create the task, launch every node process; return the spec."""
+    """Start services, create the task, launch every node process; return the spec.
+
+    With ``pbft_netem`` (a :class:`fedchain.netem.LinkProfile`) the aggregators reach each
+    other's PBFT ports only through delaying, lossy proxies (one process, ``DIR/netem``).
+    """
     from adapters.services import AnvilService, IpfsService
     from fedchain.runner import Demo
     from protocol.metrics import Progress
@@ -201,6 +206,10 @@ def up(
         from fedchain.pbft_service import assign_ports
 
         assign_ports(spec)
+        if pbft_netem is not None:
+            from fedchain.netem import start_pbft_proxies
+
+            start_pbft_proxies(spec, directory / "netem", pbft_netem, cfg.seed, max_seconds)
         _spec_path(directory).write_text(json.dumps(spec, indent=2))
         for node in nodes:
             start_node(directory, str(node["name"]), max_seconds=max_seconds)
