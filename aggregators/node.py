@@ -105,7 +105,7 @@ class AggregatorNode:
         self.withheld: set[tuple[int, int]] = set()
         self.challenged: set[tuple[int, int]] = set()
         self._last_try: dict[tuple[str, int], int] = {}
-        self._cache: dict[tuple[int, bytes, tuple[bytes, ...]], tuple[RoundResult, _RoundInputs]]
+        self._cache: dict[tuple[int, bytes, int], tuple[RoundResult, _RoundInputs]]
         self._cache = {}
 
     # -- protocol steps --------------------------------------------------------------------
@@ -250,10 +250,12 @@ class AggregatorNode:
         """Fetch the round's registered inputs and re-execute the rule (cached)."""
         with self.clock.phase(round_, "fetch"):
             global_digest = self.task.global_model_digest()
-            updates = self.task.updates(round_)
-            key = (round_, global_digest, tuple(u.digest for u in updates))
+            # A round's update list only grows, and only while it collects: its length
+            # identifies it, so a cache hit costs one narrow view, not the whole list.
+            key = (round_, global_digest, self.task.update_count(round_))
             if key in self._cache:
                 return self._cache[key]
+            updates = self.task.updates(round_)
             global_payload = self.store.get(cid_from_digest(global_digest))
             payloads: list[bytes | None] = []
             for update in updates:
