@@ -29,7 +29,7 @@ def test_phase_clock_charges_each_second_to_the_innermost_phase(monkeypatch) -> 
     ticks = iter(range(100))
     monkeypatch.setattr("protocol.metrics.time.perf_counter", lambda: float(next(ticks)))
     clock = PhaseClock()
-    with clock.phase(1, "drive"):  # t=0
+    with clock.phase(1, "drive"):  # noqa: SIM117 - t=0
         with clock.phase(1, "verify"):  # t=1: drive had 0..1
             with clock.phase(1, "fetch"):  # t=2: verify had 1..2
                 pass  # t=3: fetch had 2..3
