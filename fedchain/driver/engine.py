@@ -138,10 +138,19 @@ def _ray_train(
     return train_jobs(model.build(), global_params, datasets, jobs)
 
 
-def _ray_warm() -> str:
-    """A Ray task that imports the training code (worker start-up); returns its node's id."""
+def _ray_warm(model: ModelSpec, hold: float) -> str:
+    """A Ray task that starts a worker up; returns its node's id.
+
+    It imports the training code and builds the model once (torch's first use costs
+    seconds), then holds its CPU for ``hold`` seconds so that concurrent warm-up tasks land
+    on distinct workers: every worker is ready before the first round.
+    """
+    import time
+
     import ray
 
+    model.build()
+    time.sleep(hold)
     node: str = ray.get_runtime_context().get_node_id()
     return node
 
@@ -235,7 +244,8 @@ class RayEngine:
         self._data_ref = ray.put(list(datasets))
         warm = ray.remote(num_cpus=1)(_ray_warm)
         spread = warm.options(scheduling_strategy="SPREAD")
-        self.nodes = sorted(set(ray.get([spread.remote() for _ in range(self.cluster_cpus)])))
+        warmed = ray.get([spread.remote(self._model_ref, 0.5) for _ in range(self.cluster_cpus)])
+        self.nodes = sorted(set(warmed))
 
     def train(
         self, global_params: Mapping[str, np.ndarray], jobs: Sequence[TrainJob]
