@@ -21,6 +21,7 @@ the same chain and K. Not a test: it prints figures.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import resource
 import subprocess
@@ -53,10 +54,8 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
         while not stop.is_set():
             total = 0
             for proc in [me, *me.children(recursive=True)]:
-                try:
+                with contextlib.suppress(psutil.Error):  # a process that just exited
                     total += proc.memory_info().rss
-                except psutil.Error:
-                    pass
             peak["tree"] = max(peak["tree"], total)
             stop.wait(0.2)
 
