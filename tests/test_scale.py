@@ -152,3 +152,16 @@ def test_fleet_stops_registering_when_collection_closes_early(tmp_path: Path) ->
     assert result.summary["all_rounds_finalized"]
     assert 2 <= record["updates_registered"] < 8
     assert record["included"] == list(range(record["updates_registered"]))
+
+
+def test_engine_options_reach_demo_and_scenario_configs() -> None:
+    from fedchain.cli import _demo_config, _engine_overrides, build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["demo", "--engine", "ray", "--ray-cpus", "2"])
+    cfg = _demo_config(args)
+    assert (cfg.engine, cfg.ray_cpus, cfg.ray_address) == ("ray", 2, None)
+    assert _demo_config(parser.parse_args(["demo"])).engine == "sequential"
+    run = parser.parse_args(["run", "s.toml", "--ray-address", "10.0.0.1:6379"])
+    assert _engine_overrides(run) == {"engine": "ray", "ray_address": "10.0.0.1:6379"}
+    assert _engine_overrides(parser.parse_args(["run", "s.toml"])) == {}
