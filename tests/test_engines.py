@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -106,13 +108,15 @@ def two_node_cluster(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("RAY_AUTH_MODE", os.environ.get("RAY_AUTH_MODE", "token"))
     from ray.cluster_utils import Cluster
 
-    node = {"num_cpus": 1, "object_store_memory": 128 * 2**20}
+    temp_dir = tempfile.mkdtemp(prefix="fedchain-ray-")  # short: Ray puts sockets there
+    node = {"num_cpus": 1, "object_store_memory": 128 * 2**20, "temp_dir": temp_dir}
     cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
     try:
         cluster.add_node(**node)
         yield cluster
     finally:
         cluster.shutdown()
+        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 @pytest.mark.slow

@@ -26,7 +26,9 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
 import socket
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -197,6 +199,7 @@ class RayEngine:
         self._data_ref: Any = None
         self._remote: Any = None
         self._started = False
+        self._temp_dir: str | None = None
         #: Ids of the Ray nodes whose workers started up (spread over the cluster) in bind.
         self.nodes: list[str] = []
 
@@ -211,8 +214,12 @@ class RayEngine:
         }
         try:
             if self._owns_instance:
+                # Its session files (logs, sockets) live in a directory of its own, removed
+                # by close(): runs do not pile sessions up under /tmp/ray.
+                self._temp_dir = tempfile.mkdtemp(prefix="fedchain-ray-")
                 ray.init(
                     address="local",
+                    _temp_dir=self._temp_dir,
                     num_cpus=self.num_cpus or os.cpu_count() or 1,
                     include_dashboard=False,
                     object_store_memory=max(_MIN_OBJECT_STORE, 4 * data_bytes),
@@ -270,6 +277,9 @@ class RayEngine:
             self._started = False
             self._remote = self._model_ref = self._data_ref = None
             self._ray.shutdown()
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
 
 
 def _probe(address: str, timeout: float = 5.0) -> None:
