@@ -279,9 +279,6 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
     initial_payload = encode_global_state(layout, GlobalState(0, initial, {}))
     try:
         store.put(initial_payload)
-    except StorageError as exc:
-        raise ConfigError(f"--store {cfg.store!r}: {short_reason(exc)}") from exc
-    try:
         store.put(manifest.to_bytes())
     except StorageError as exc:
         raise ConfigError(f"--store {cfg.store!r}: {short_reason(exc)}") from exc
