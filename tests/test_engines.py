@@ -4,9 +4,8 @@ cluster joined by address) give byte-identical updates and models for the same s
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -52,24 +51,23 @@ def test_sequential_engine_reuses_one_model_without_leaking_state(shards) -> Non
     ]
 
 
+SMALL: dict[str, Any] = {
+    "clients": 6,
+    "aggregators": 3,
+    "rounds": 2,
+    "epochs": 1,
+    "challenge_window": 1,
+}
+
+
 def _run(tmp_path: Path, name: str, **kw: Any) -> Demo:
-    cfg = DemoConfig(
-        clients=6,
-        aggregators=3,
-        rounds=2,
-        epochs=1,
-        challenge_window=1,
-        out=str(tmp_path),
-        name=name,
-        **kw,
-    )
-    demo = Demo(cfg)
+    demo = Demo(DemoConfig(**SMALL, out=str(tmp_path), name=name, **kw))
     demo.run()
     return demo
 
 
-def _update_digests(demo: Demo) -> list[tuple[int, str, str]]:
-    events = read_events(demo.run_dir / "events.jsonl")
+def _update_digests(run_dir: Path) -> list[tuple[int, str, str]]:
+    events = read_events(run_dir / "events.jsonl")
     return [
         (e["round"], e["client"], e["digest"]) for e in events if e["kind"] == "update_registered"
     ]
@@ -79,7 +77,7 @@ def _update_digests(demo: Demo) -> list[tuple[int, str, str]]:
 def sequential_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Any], str]:
     demo = _run(tmp_path_factory.mktemp("seq"), "seq")
     summary = json.loads((demo.run_dir / "summary.json").read_text())
-    return _update_digests(demo), summary["final_model_digest"]
+    return _update_digests(demo.run_dir), summary["final_model_digest"]
 
 
 @pytest.mark.slow
@@ -88,46 +86,60 @@ def test_local_ray_instance_gives_byte_identical_updates(tmp_path: Path, sequent
     demo = _run(tmp_path, "ray", engine="ray", ray_cpus=2)
     summary = json.loads((demo.run_dir / "summary.json").read_text())
     assert summary["config"]["engine"] == "ray"
-    assert _update_digests(demo) == digests and len(digests) == 12
+    assert _update_digests(demo.run_dir) == digests and len(digests) == 12
     assert summary["final_model_digest"] == final
     import ray
 
     assert not ray.is_initialized()  # the run shut its local instance down
 
 
-@pytest.fixture
-def two_node_cluster(monkeypatch: pytest.MonkeyPatch):
-    """A Ray cluster of two nodes (two raylets, one CPU each) on this machine, loopback only.
-
-    ``ray start`` would resolve 127.0.0.1 to the machine's outward address and listen on
-    every interface; Ray's own test helper keeps every server on 127.0.0.1 and stops exactly
-    the processes it started.
-    """
-    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
-    monkeypatch.setenv("RAY_AUTH_MODE", os.environ.get("RAY_AUTH_MODE", "token"))
-    from ray.cluster_utils import Cluster
-
-    temp_dir = tempfile.mkdtemp(prefix="fedchain-ray-")  # short: Ray puts sockets there
-    node = {"num_cpus": 1, "object_store_memory": 128 * 2**20, "temp_dir": temp_dir}
-    cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
-    try:
-        cluster.add_node(**node)
-        yield cluster
-    finally:
-        cluster.shutdown()
-        shutil.rmtree(temp_dir, ignore_errors=True)
+#: Run in a fresh interpreter: a Ray cluster of two nodes (two raylets, one CPU each) on this
+#: machine, then a demo whose engine joins it by address. Ray's own test helper keeps every
+#: server on 127.0.0.1 (single-machine mode; ``ray start`` would resolve 127.0.0.1 to the
+#: machine's outward address and listen on every interface) and stops exactly the processes
+#: it started. Authentication is off for this loopback-only cluster; a fresh process keeps
+#: the driver's Ray settings consistent with the cluster's.
+CLUSTER_RUN = """
+import json, os, shutil, sys, tempfile
+os.environ.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0",
+                  RAY_AUTH_MODE="disabled")
+from ray.cluster_utils import Cluster
+from fedchain.runner import Demo, DemoConfig
+temp_dir = tempfile.mkdtemp(prefix="fedchain-ray-")  # short: Ray puts sockets there
+node = {"num_cpus": 1, "object_store_memory": 128 * 2**20, "temp_dir": temp_dir}
+cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+try:
+    cluster.add_node(**node)
+    cfg = DemoConfig(**json.loads(sys.argv[1]), engine="ray", ray_address=cluster.address)
+    demo = Demo(cfg)
+    demo.run()
+    print(json.dumps({"nodes": len(demo.engine.nodes), "run_dir": str(demo.run_dir)}))
+finally:
+    cluster.shutdown()
+    shutil.rmtree(temp_dir, ignore_errors=True)
+"""
 
 
 @pytest.mark.slow
 def test_ray_cluster_of_two_nodes_gives_byte_identical_updates(
-    tmp_path: Path, sequential_run, two_node_cluster
+    tmp_path: Path, sequential_run
 ) -> None:
     digests, final = sequential_run
-    demo = _run(tmp_path, "cluster", engine="ray", ray_address=two_node_cluster.address)
-    assert len(demo.engine.nodes) == 2  # workers started on both nodes
-    summary = json.loads((demo.run_dir / "summary.json").read_text())
-    assert _update_digests(demo) == digests
+    cfg = {**SMALL, "out": str(tmp_path), "name": "cluster"}
+    proc = subprocess.run(
+        [sys.executable, "-c", CLUSTER_RUN, json.dumps(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["nodes"] == 2  # workers started on both nodes
+    run_dir = Path(out["run_dir"])
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["config"]["ray_address"].startswith("127.0.0.1:")
+    assert _update_digests(run_dir) == digests
     assert summary["final_model_digest"] == final
 
 

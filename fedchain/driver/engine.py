@@ -23,13 +23,14 @@ training to be reproducible elsewhere, only aggregation.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import shutil
 import socket
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -180,12 +181,6 @@ class RayEngine:
     ) -> None:
         # Never phone home: Ray's usage statistics are off unless the user turned them on.
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        if address is None:
-            # Ray reads these when imported, so they are set first. Our own instance keeps
-            # Ray's default token authentication (minus its warning), and is a single-machine
-            # instance: its node address is 127.0.0.1 and every server binds loopback only.
-            os.environ.setdefault("RAY_AUTH_MODE", "token")
-            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         try:
             import ray
         except ImportError as exc:  # pragma: no cover - ray is a pinned dependency
@@ -200,6 +195,7 @@ class RayEngine:
         self._remote: Any = None
         self._started = False
         self._temp_dir: str | None = None
+        self._restore: Callable[[], None] | None = None
         #: Ids of the Ray nodes whose workers started up (spread over the cluster) in bind.
         self.nodes: list[str] = []
 
@@ -214,17 +210,19 @@ class RayEngine:
         }
         try:
             if self._owns_instance:
+                self._restore = _single_machine()
                 # Its session files (logs, sockets) live in a directory of its own, removed
                 # by close(): runs do not pile sessions up under /tmp/ray.
                 self._temp_dir = tempfile.mkdtemp(prefix="fedchain-ray-")
-                ray.init(
-                    address="local",
-                    _temp_dir=self._temp_dir,
-                    num_cpus=self.num_cpus or os.cpu_count() or 1,
-                    include_dashboard=False,
-                    object_store_memory=max(_MIN_OBJECT_STORE, 4 * data_bytes),
-                    **common,
-                )
+                with _quiet_token_notice():
+                    ray.init(
+                        address="local",
+                        _temp_dir=self._temp_dir,
+                        num_cpus=self.num_cpus or os.cpu_count() or 1,
+                        include_dashboard=False,
+                        object_store_memory=max(_MIN_OBJECT_STORE, 4 * data_bytes),
+                        **common,
+                    )
             else:
                 _probe(str(self.address))
                 ray.init(address=self.address, **common)
@@ -280,6 +278,60 @@ class RayEngine:
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
             self._temp_dir = None
+        if self._restore is not None:
+            self._restore()
+            self._restore = None
+
+
+_CLUSTER_FLAG = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def _single_machine() -> Callable[[], None]:
+    """Make Ray's next instance single-machine (node address 127.0.0.1, loopback servers).
+
+    Ray's switch is ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, read into
+    ``ray_constants.ENABLE_RAY_CLUSTER`` when Ray is imported and inherited by the processes
+    it starts; both are set here, whenever Ray was first imported. Returns the function
+    that restores the previous settings (called when the instance is shut down, so that a
+    later ``--ray-address`` in the same process joins a cluster as the user configured).
+    """
+    from ray._private import ray_constants
+
+    env_before = os.environ.get(_CLUSTER_FLAG)
+    constant_before = ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[_CLUSTER_FLAG] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+
+    def restore() -> None:
+        if env_before is None:
+            os.environ.pop(_CLUSTER_FLAG, None)
+        else:
+            os.environ[_CLUSTER_FLAG] = env_before
+        ray_constants.ENABLE_RAY_CLUSTER = constant_before
+
+    return restore
+
+
+class _DropTokenNotice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Token authentication is enabled" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _quiet_token_notice() -> Iterator[None]:
+    """Ray's default token authentication for a new local instance, without its warning.
+
+    Ray turns token authentication on for a new local instance (and refreshes its own
+    configuration, whatever was imported before) unless ``RAY_AUTH_MODE`` says otherwise;
+    it then logs a warning meant for people who start clusters by hand.
+    """
+    logger = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    notice = _DropTokenNotice()
+    logger.addFilter(notice)
+    try:
+        yield
+    finally:
+        logger.removeFilter(notice)
 
 
 def _probe(address: str, timeout: float = 5.0) -> None:
