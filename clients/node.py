@@ -9,7 +9,7 @@ so a restarted client never submits twice.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -20,7 +20,7 @@ from torch import nn
 from adapters.contract import Phase, TaskContract
 from adapters.storage import ContentStore, get_by_digest
 from clients.data import Dataset
-from clients.training import TrainConfig, derive_seed, train_local
+from clients.training import TrainConfig, TrainResult, derive_seed, train_local
 from protocol.cid import content_digest
 from protocol.errors import ContractRevert
 from protocol.fixedpoint import dequantise, quantise
@@ -116,18 +116,35 @@ class ClientNode:
             return [ClientEvent(round_, "submitUpdate-refused", {"error": exc.error_name})]
 
     def submit_round(self, round_: int) -> ClientEvent:
-        """Train on the current global state and register the update for ``round_``."""
-        layout, fmt = self.manifest.layout, self.manifest.numeric
+        """Train on the current global state and register the update for ``round_``.
+
+        The three steps a driver may also run apart (see :meth:`finish_round`): fetch the
+        global state, train (a pure function of global state, data and seed), then publish
+        and register.
+        """
         with self.clock.phase(round_, "fetch"):
-            global_digest = self.task.global_model_digest()
-            state = decode_global_state(layout, get_by_digest(self.store, global_digest))
-        global_flat = dequantise(state.params, fmt.frac_bits)
-        global_params = {k: v.astype(np.float32) for k, v in layout.unflatten(global_flat).items()}
-        cfg = replace(
+            global_params = fetch_global_params(self.task, self.store, self.manifest)
+        with self.clock.phase(round_, "train"):
+            result = train_local(self.model, global_params, self.data, self.round_config(round_))
+        return self.finish_round(round_, global_params, result)
+
+    def round_config(self, round_: int) -> TrainConfig:
+        """This client's training settings for ``round_``: the task's, with its own seed."""
+        return replace(
             self.train_config, seed=derive_seed(self.train_config.seed, self.index, round_)
         )
-        with self.clock.phase(round_, "train"):
-            result = train_local(self.model, global_params, self.data, cfg)
+
+    def finish_round(
+        self, round_: int, global_params: Mapping[str, np.ndarray], result: TrainResult
+    ) -> ClientEvent:
+        """Publish and register the update of a finished training for ``round_``.
+
+        ``result`` must be ``train_local(model, global_params, self.data,
+        self.round_config(round_))``, computed here or by any engine: the delta, this
+        client's hooks, quantisation, encoding, upload and ``submitUpdate`` all happen here,
+        so the bytes are the same wherever the training ran.
+        """
+        layout, fmt = self.manifest.layout, self.manifest.numeric
         delta = layout.flatten(result.params).astype(np.float64) - layout.flatten(
             global_params
         ).astype(np.float64)
@@ -152,3 +169,17 @@ class ClientNode:
             "submitUpdate",
             {"digest": digest.hex(), "num_samples": result.num_samples, "loss": result.mean_loss},
         )
+
+    def mark_submitted(self, round_: int) -> None:
+        """Record that the chain already holds this client's update for ``round_``."""
+        self._submitted.add(round_)
+
+
+def fetch_global_params(
+    task: TaskContract, store: ContentStore, manifest: TaskManifest
+) -> dict[str, np.ndarray]:
+    """The current global model as float32 tensors, fetched by its on-chain digest."""
+    layout, fmt = manifest.layout, manifest.numeric
+    state = decode_global_state(layout, get_by_digest(store, task.global_model_digest()))
+    global_flat = dequantise(state.params, fmt.frac_bits)
+    return {k: v.astype(np.float32) for k, v in layout.unflatten(global_flat).items()}

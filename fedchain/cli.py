@@ -73,8 +73,16 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--dataset",
         default=d.dataset,
-        help="digits (bundled with scikit-learn), synthetic, or mnist (needs a local "
-        "path) (%(default)s)",
+        help="digits (bundled with scikit-learn), synthetic, mixture (a Gaussian-mixture task "
+        "with 100 samples per client, for many clients), or mnist (local IDX files, see "
+        "--data-path) (%(default)s)",
+    )
+    g.add_argument(
+        "--data-path",
+        default=None,
+        metavar="DIR",
+        help="directory of the four MNIST-format IDX files for --dataset mnist (default: "
+        "$FEDCHAIN_MNIST_PATH)",
     )
     g.add_argument(
         "--partition",
@@ -200,6 +208,45 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--json", action="store_true", help="print summary.json to stdout at the end")
 
 
+def _add_engine_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("training engine (where the in-process clients train)")
+    g.add_argument(
+        "--engine",
+        choices=["sequential", "ray"],
+        default=None,
+        help="sequential: one client after another in this process (default); ray: Ray "
+        "tasks on a local Ray instance started for the run, or on --ray-address",
+    )
+    g.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="HOST:PORT",
+        help="join an existing Ray cluster (its head node's address) instead of starting a "
+        "local instance; every node needs this project installed",
+    )
+    g.add_argument(
+        "--ray-cpus",
+        type=int,
+        default=None,
+        metavar="N",
+        help="CPUs of the local Ray instance (default: all of this machine's)",
+    )
+
+
+def _engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The engine options given on the command line (--ray-address implies --engine ray)."""
+    out: dict[str, Any] = {}
+    engine = getattr(args, "engine", None)
+    if engine is None and getattr(args, "ray_address", None) is not None:
+        engine = "ray"
+    if engine is not None:
+        out["engine"] = engine
+    for key in ("ray_address", "ray_cpus"):
+        if getattr(args, key, None) is not None:
+            out[key] = getattr(args, key)
+    return out
+
+
 def _demo_config(args: argparse.Namespace) -> Any:
     from fedchain.runner import DemoConfig
 
@@ -233,6 +280,8 @@ def _demo_config(args: argparse.Namespace) -> Any:
         rpc_url=args.rpc_url,
         funding_key=args.funding_key,
         store=args.store,
+        data_path=args.data_path,
+        **_engine_overrides(args),
     )
 
 
@@ -330,7 +379,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     stack = contextlib.ExitStack()
     backends = stack.enter_context(_backends(args))
     for scenario in scenarios:
-        scenario.config = replace(scenario.config, out=args.out, **backends)
+        scenario.config = replace(
+            scenario.config, out=args.out, **backends, **_engine_overrides(args)
+        )
         if args.seed is not None:
             scenario.config = replace(scenario.config, seed=args.seed)
         result = run_scenario(scenario, progress)
@@ -534,6 +585,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_demo_options(demo)
+    _add_engine_options(demo)
     demo.set_defaults(func=cmd_demo)
     run = sub.add_parser(
         "run",
@@ -559,6 +611,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=None, help="override every scenario's seed")
     run.add_argument("--quiet", action="store_true", help="no progress output")
     _add_backend_option(run)
+    _add_engine_options(run)
     run.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     run.set_defaults(func=cmd_run)
     tn = sub.add_parser(

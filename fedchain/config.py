@@ -12,6 +12,7 @@ from aggregators.registry import make_rule
 from protocol.errors import ConfigError, FedchainError
 
 ROTATIONS = {"round-robin": 0, "random": 1}
+ENGINES = ("sequential", "ray")
 WEI_PER_ETH = 10**18
 
 
@@ -49,6 +50,10 @@ class DemoConfig:
     funding_key: str | None = None
     store: str | None = None
     max_blocks: int = 100_000
+    data_path: str | None = None
+    engine: str = "sequential"
+    ray_address: str | None = None
+    ray_cpus: int | None = None
 
     def validate(self, where: str | None = None) -> None:
         """Refuse bad values before any work: one line naming the option and the value.
@@ -79,6 +84,12 @@ class DemoConfig:
                 raise bad(key, "must be at least 1")
         if self.attest_window < 0:
             raise bad("attest_window", "must be at least 0 (0 turns attestations off)")
+        if self.engine not in ENGINES:
+            raise bad("engine", f"must be one of {list(ENGINES)}")
+        if self.ray_address is not None and self.engine != "ray":
+            raise bad("ray_address", "needs --engine ray")
+        if self.ray_cpus is not None and self.ray_cpus < 1:
+            raise bad("ray_cpus", "must be at least 1")
         if self.rotation not in ROTATIONS:
             raise bad("rotation", f"must be one of {sorted(ROTATIONS)}")
         if self.min_updates is not None and not 1 <= self.min_updates <= self.clients:

@@ -22,14 +22,17 @@ import numpy as np
 from adapters.storage import get_by_digest
 from aggregators.behaviours import Behaviour
 from aggregators.node import AggregatorNode
+from clients.node import ClientEvent, ClientNode
 from consensus.committee import Committee
 from consensus.memnet import NetConfig
 from consensus.messages import Instance
 from fedchain.config import DemoConfig
 from fedchain.driver.deployment import deploy, federated_data
 from fedchain.driver.disputes import DisputeDriver
+from fedchain.driver.engine import make_engine
 from fedchain.driver.events import EventLog
 from fedchain.driver.faults import FaultLog
+from fedchain.driver.fleet import ClientFleet
 from fedchain.driver.loop import BlockLoop
 from fedchain.driver.records import RoundRecorder, build_summary
 from fedchain.scenario import Scenario
@@ -73,7 +76,9 @@ class Demo:
     With no behaviours every node is honest (``fedchain demo``); a :class:`Scenario` adds
     faulty aggregators and malicious clients (``fedchain run``). After :meth:`setup` the
     deployment's parts are attributes (``chain``, ``task``, ``store``, ``manifest``,
-    ``layout``, ``clients``, ``aggregators``, ``agg_accounts``, ``client_accounts``).
+    ``layout``, ``clients``, ``aggregators``, ``agg_accounts``, ``client_accounts``) and the
+    clients are bound to the training ``engine`` (``--engine``) through ``fleet``;
+    :meth:`run` closes the engine at the end (call :meth:`close` after a bare ``setup``).
     """
 
     def __init__(
@@ -109,7 +114,9 @@ class Demo:
             d.make_client(i, self.clock, observe=self._observe, ready=self._others_registered)
             for i in range(cfg.clients)
         ]
-        self.faults = FaultLog(self.task, self.store, d.make_oracle(), self.names, self.events)
+        self.faults = FaultLog(
+            self.task, self.store, d.make_oracle(), self.names, self.events, self.clock
+        )
         net = self.scenario.pbft
         self.committee = Committee(
             self.agg_accounts,
@@ -143,6 +150,24 @@ class Demo:
             self.faults,
             self.names,
         )
+        # The training engine starts last: a local Ray instance is not left behind if the
+        # deployment fails, and a bad --ray-address fails before the task starts.
+        self.engine = make_engine(cfg.engine, ray_address=cfg.ray_address, ray_cpus=cfg.ray_cpus)
+        try:
+            self.fleet = ClientFleet(
+                self.clients,
+                self.task,
+                self.store,
+                self.manifest,
+                self.engine,
+                d.model_spec,
+                self.clock,
+                self.progress,
+                on_registered=self._registered,
+            )
+        except BaseException:
+            self.close()
+            raise
         self.task.start(d.deployer)
         self.timings["setup"] = time.perf_counter() - t0
 
@@ -211,23 +236,11 @@ class Demo:
             byzantine=bad,
         )
         self._emit_stakes()
-        self.loop = BlockLoop(
-            self.chain,
-            self.task,
-            self.clients,
-            self.aggregators,
-            self.behaviour,
-            self._restart_aggregator,
-            self.disputes,
-            self.faults,
-            self.events,
-            p,
-            rounds=cfg.rounds,
-            max_blocks=cfg.max_blocks,
-        )
-        with (self.run_dir / "rounds.jsonl").open("w") as rounds_file:
-            self.loop.run(lambda r, wall, fin: self._end_round(rounds_file, r, wall, fin))
-        self.stalled = self.loop.stalled
+        try:
+            with (self.run_dir / "rounds.jsonl").open("w") as rounds_file:
+                self._drive(rounds_file)
+        finally:
+            self.close()
         self.timings["total"] = time.perf_counter() - start
         summary = build_summary(
             cfg,
@@ -265,6 +278,45 @@ class Demo:
                 + (" — LIVENESS LOST" if summary["liveness_lost"] else "")
             )
         return RunResult(self.run_dir, summary)
+
+    def _drive(self, rounds_file: IO[str]) -> None:
+        """Run the block loop to the end or a stall."""
+        cfg = self.cfg
+        self.loop = BlockLoop(
+            self.chain,
+            self.task,
+            self.fleet,
+            self.aggregators,
+            self.behaviour,
+            self._restart_aggregator,
+            self.disputes,
+            self.faults,
+            self.events,
+            self.progress,
+            self.clock,
+            rounds=cfg.rounds,
+            max_blocks=cfg.max_blocks,
+        )
+        self.loop.run(lambda r, wall, fin: self._end_round(rounds_file, r, wall, fin))
+        self.stalled = self.loop.stalled
+
+    def close(self) -> None:
+        """Release the training engine (a local Ray instance is shut down); idempotent."""
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            engine.close()
+
+    def _registered(self, node: ClientNode, ev: ClientEvent) -> None:
+        if ev.action != "submitUpdate":
+            self.events.emit("client_refused", round=ev.round, client=node.name)
+            return
+        self.events.emit(
+            "update_registered",
+            round=ev.round,
+            client=node.name,
+            digest=ev.detail.get("digest"),
+            num_samples=ev.detail.get("num_samples"),
+        )
 
     def _discard_empty_run_dir(self) -> None:
         """A run that failed before its first block leaves no directory behind."""

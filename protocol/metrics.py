@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TextIO
 
-#: The phases of one round, in protocol order (DESIGN.md "Roles and one round").
+#: The phases of one round, in protocol order (DESIGN.md "Roles and one round"), then the
+#: in-process driver's own work: ``drive`` (stepping nodes, reading views, bookkeeping),
+#: ``mine`` (mining idle blocks), ``oracle`` (the fault log's honest re-execution) and
+#: ``dispute`` (running the committee's PBFT instance).
 PHASES = (
     "train",
     "upload",
@@ -21,22 +26,56 @@ PHASES = (
     "verify",
     "finalize",
     "evaluate",
+    "dispute",
+    "oracle",
+    "drive",
+    "mine",
 )
 
 
+@dataclass
+class _OpenPhase:
+    round: int
+    name: str
+    since: float  # when this phase last started or resumed
+
+
 class PhaseClock:
-    """Accumulates wall-clock seconds per (round, phase)."""
+    """Accumulates wall-clock seconds per (round, phase), each second charged to one phase.
+
+    Phases nest (a verifier's ``fetch`` runs inside its ``verify``; every node step runs
+    inside the driver's ``drive``): time is charged to the innermost open phase only, so
+    the phases of a round add up to the wall time spent inside them and never double count.
+    Nesting is tracked per thread.
+    """
 
     def __init__(self) -> None:
         self.seconds: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        self._local = threading.local()
+
+    def _open(self) -> list[_OpenPhase]:
+        stack: list[_OpenPhase] | None = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
 
     @contextmanager
     def phase(self, round_: int, name: str) -> Iterator[None]:
-        start = time.perf_counter()
+        stack = self._open()
+        now = time.perf_counter()
+        if stack:  # pause the enclosing phase
+            outer = stack[-1]
+            self.seconds[outer.round][outer.name] += now - outer.since
+        current = _OpenPhase(round_, name, now)
+        stack.append(current)
         try:
             yield
         finally:
-            self.seconds[round_][name] += time.perf_counter() - start
+            now = time.perf_counter()
+            self.seconds[round_][name] += now - current.since
+            stack.pop()
+            if stack:  # resume the enclosing phase
+                stack[-1].since = now
 
     def for_round(self, round_: int) -> dict[str, float]:
         got = self.seconds.get(round_, {})

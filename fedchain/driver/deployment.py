@@ -14,6 +14,7 @@ With ``--store`` (a directory or an IPFS daemon) all nodes share that one store.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,12 +29,13 @@ from adapters.storage import ContentStore, LocalStore, PeerStore, open_store
 from aggregators.behaviours import HONEST, Behaviour
 from aggregators.node import AggregatorNode
 from aggregators.registry import make_rule, rule_id
-from clients.data import Dataset, load_dataset, partition
+from clients.data import DATASETS, Dataset, load_dataset, partition
 from clients.models import build_model, get_params, param_spec
 from clients.node import ClientNode
 from clients.training import TrainConfig
 from consensus.messages import Domain
 from fedchain.config import ROTATIONS, WEI_PER_ETH, DemoConfig, short_reason
+from fedchain.driver.engine import ModelSpec
 from fedchain.scenario import Scenario, client_attack_hooks
 from protocol.cid import content_digest
 from protocol.errors import ChainError, ConfigError, StorageError
@@ -47,13 +49,28 @@ def federated_data(cfg: DemoConfig) -> tuple[Dataset, Dataset, list[np.ndarray]]
     """The run's train and test sets and each client's index set (a pure function of cfg).
 
     Every process of a testnet calls this with the same configuration and gets the same
-    split, so a client process needs nothing but the configuration and its index.
+    split, so a client process needs nothing but the configuration and its index. A loader
+    that sizes its data by the population (``mixture``) gets ``num_clients``; one that reads
+    files (``mnist``) gets ``--data-path``.
     """
+    options: dict[str, Any] = {"seed": cfg.seed}
+    accepted = (
+        inspect.signature(DATASETS[cfg.dataset]).parameters if cfg.dataset in DATASETS else {}
+    )
+    if "num_clients" in accepted:
+        options["num_clients"] = cfg.clients
+    if cfg.data_path is not None:
+        if "path" not in accepted:
+            raise ConfigError(
+                f"--data-path {cfg.data_path!r}: dataset {cfg.dataset!r} reads no files"
+            )
+        options["path"] = cfg.data_path
     try:
-        train, test = load_dataset(cfg.dataset, seed=cfg.seed)
+        train, test = load_dataset(cfg.dataset, **options)
     except ConfigError as exc:
-        raise ConfigError(f"--dataset {cfg.dataset!r}: {exc}") from exc
-    options: dict[str, Any] = {"alpha": cfg.alpha} if cfg.partition == "dirichlet" else {}
+        where = f"--data-path {cfg.data_path!r}" if cfg.data_path else f"--dataset {cfg.dataset!r}"
+        raise ConfigError(f"{where}: {exc}") from exc
+    options = {"alpha": cfg.alpha} if cfg.partition == "dirichlet" else {}
     try:
         parts = partition(
             cfg.partition, labels=train.y, num_clients=cfg.clients, seed=cfg.seed, **options
@@ -176,6 +193,8 @@ class Deployment:
             return self.store
         return PeerStore(self.node_stores[address], self.node_stores)
 
+    _shared_model: Any = None
+
     @property
     def colluders(self) -> frozenset[str]:
         """Addresses of the aggregators whose PBFT behaviour is "colluding"."""
@@ -187,6 +206,18 @@ class Deployment:
 
     def behaviour(self, index: int) -> Behaviour:
         return self.scenario.aggregators.get(index, HONEST)
+
+    @property
+    def model_spec(self) -> ModelSpec:
+        """The task's model architecture and initialisation seed (for training engines)."""
+        d = self.train_data
+        return ModelSpec(self.cfg.model, tuple(d.input_shape), d.num_classes, self.cfg.seed)
+
+    def shared_model(self) -> Any:
+        """One model object for every in-process client: training overwrites all of it."""
+        if self._shared_model is None:
+            self._shared_model = self.new_model()
+        return self._shared_model
 
     def new_model(self) -> Any:
         """A fresh model of the task's architecture, initialised from the run's seed."""
@@ -251,7 +282,7 @@ class Deployment:
             store,
             self.manifest,
             data,
-            self.new_model(),
+            self.shared_model(),
             self.train_config,
             index=index,
             clock=clock,

@@ -17,6 +17,7 @@ from adapters.storage import ContentStore, has_digest
 from aggregators.behaviours import Behaviour
 from aggregators.node import AggregatorEvent, AggregatorNode
 from fedchain.driver.events import EventLog
+from protocol.metrics import PhaseClock
 
 
 class FaultLog:
@@ -29,8 +30,10 @@ class FaultLog:
         oracle: AggregatorNode,
         names: dict[str, str],
         events: EventLog,
+        clock: PhaseClock | None = None,
     ) -> None:
         self.task = task
+        self.clock = clock or PhaseClock()
         self.store = store
         self.oracle = oracle
         self.names = names
@@ -69,7 +72,8 @@ class FaultLog:
         if ev.action == "submitAggregate":
             rec = self.attempt(ev.round, ev.detail["attempt"])
             # The oracle re-executes while the round's inputs are current (before finalize).
-            honest_digest = self.oracle.compute(ev.round)[0].digest
+            with self.clock.phase(ev.round, "oracle"):
+                honest_digest = self.oracle.compute(ev.round)[0].digest
             self.honest_digests[ev.round] = honest_digest
             available = has_digest(self.store, bytes.fromhex(ev.detail["digest"]))
             rec.update(

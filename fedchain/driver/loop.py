@@ -1,9 +1,15 @@
 """The block loop: every node takes one chain-driven step; a block is mined when none acted.
 
-Windows and deadlines are counted in blocks, so time passes only by mining. The loop also
-restarts crashed aggregators after their scenario's delay, logs registered updates, and
-hands each ended round to a callback. It stops when the task completes, or reports a stall
-(a dispute without quorum, or ``max_blocks`` idle blocks).
+Windows and deadlines are counted in blocks, so time passes only by mining. The clients
+step as one :class:`~fedchain.driver.fleet.ClientFleet` (one view per block for all of
+them, training fanned out to an engine); each aggregator steps on its own. The loop also
+restarts crashed aggregators after their scenario's delay, and hands each ended round to a
+callback. It stops when the task completes, or reports a stall (a dispute without quorum,
+or ``max_blocks`` idle blocks).
+
+Every second of a round is charged to one phase of the shared :class:`PhaseClock`: the
+nodes' own phases (train, register, fetch, aggregate, verify, ...), ``dispute``, ``mine``
+for idle blocks, and ``drive`` for the rest of the loop (views, bookkeeping, event log).
 """
 
 from __future__ import annotations
@@ -16,11 +22,11 @@ from adapters.chain import Chain
 from adapters.contract import TaskContract
 from aggregators.behaviours import Behaviour
 from aggregators.node import AggregatorNode, NodeCrashed
-from clients.node import ClientNode
 from fedchain.driver.disputes import DisputeDriver
 from fedchain.driver.events import EventLog
 from fedchain.driver.faults import FaultLog
-from protocol.metrics import Progress
+from fedchain.driver.fleet import ClientFleet
+from protocol.metrics import PhaseClock, Progress
 
 
 class BlockLoop:
@@ -30,7 +36,7 @@ class BlockLoop:
         self,
         chain: Chain,
         task: TaskContract,
-        clients: list[ClientNode],
+        clients: ClientFleet,
         aggregators: list[AggregatorNode],
         behaviours: Callable[[int], Behaviour],
         restart: Callable[[int, Behaviour], AggregatorNode],
@@ -38,6 +44,7 @@ class BlockLoop:
         faults: FaultLog,
         events: EventLog,
         progress: Progress,
+        clock: PhaseClock,
         *,
         rounds: int,
         max_blocks: int,
@@ -52,6 +59,7 @@ class BlockLoop:
         self.faults = faults
         self.events = events
         self.progress = progress
+        self.clock = clock
         self.rounds = rounds
         self.max_blocks = max_blocks
         self.down: dict[int, int] = {}  # aggregator index -> block it crashed at
@@ -63,40 +71,32 @@ class BlockLoop:
         round_started = time.perf_counter()
         round_ = self.task.current_round()
         self.events.emit("phase", round=round_, attempt=0, phase="collecting")
-        while not self.task.task_completed() and self.stalled is None:
-            acted = False
-            for node in self.clients:
-                self.progress.status(f"round {round_}/{self.rounds}: {node.name} training")
-                for ev in node.step():
-                    acted = True
-                    if ev.action != "submitUpdate":
-                        self.events.emit("client_refused", round=ev.round, client=node.name)
-                        continue
-                    self.events.emit(
-                        "update_registered",
-                        round=ev.round,
-                        client=node.name,
-                        digest=ev.detail.get("digest"),
-                        num_samples=ev.detail.get("num_samples"),
-                    )
-            acted |= self._step_aggregators(round_)
-            acted |= self.disputes.step(round_)
-            if self.disputes.stalled is not None:
-                self.stalled = self.disputes.stalled
-            acted |= self._restart_crashed()
-            if not acted:
-                self.chain.mine(1)
-                idle_blocks += 1
-                if idle_blocks > self.max_blocks:
-                    self.stalled = f"no progress after {self.max_blocks} idle blocks"
-            else:
-                idle_blocks = 0
-            current = self.task.current_round()
-            if current != round_ or self.task.task_completed():
+        completed = self.task.task_completed()
+        while not completed and self.stalled is None:
+            with self.clock.phase(round_, "drive"):
+                acted = self.clients.step()
+                acted |= self._step_aggregators(round_)
+                with self.clock.phase(round_, "dispute"):
+                    acted |= self.disputes.step(round_)
+                if self.disputes.stalled is not None:
+                    self.stalled = self.disputes.stalled
+                acted |= self._restart_crashed()
+                if not acted:
+                    with self.clock.phase(round_, "mine"):
+                        self.chain.mine(1)
+                    idle_blocks += 1
+                    if idle_blocks > self.max_blocks:
+                        self.stalled = f"no progress after {self.max_blocks} idle blocks"
+                else:
+                    idle_blocks = 0
+                current = self.task.current_round()
+                completed = self.task.task_completed()
+            if current != round_ or completed:
                 on_round_end(round_, time.perf_counter() - round_started, True)
                 round_, round_started = current, time.perf_counter()
-                if not self.task.task_completed():
-                    self.events.emit("phase", round=round_, attempt=0, phase="collecting")
+                if not completed:
+                    with self.clock.phase(round_, "drive"):
+                        self.events.emit("phase", round=round_, attempt=0, phase="collecting")
         if self.stalled is not None:
             self.progress.line(f"STALLED in round {round_}: {self.stalled}")
             self.events.emit("stalled", round=round_, reason=self.stalled)

@@ -9,6 +9,7 @@ and excluded updates, verifiers agreeing, accuracy, loss, gas and phase seconds.
 from __future__ import annotations
 
 import platform
+import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -83,11 +84,14 @@ class RoundRecorder:
         digest = self.task.round_digest(round_) if finalized else info.aggregate_digest
         accuracy = loss = None
         if finalized:
+            started = time.perf_counter()
             accuracy, loss = self.evaluate(round_, digest)
+            wall += time.perf_counter() - started  # the round's wall time includes evaluation
         gas_now = self.gas_totals()
         previous = self.records[-1]["gas_cumulative"] if self.records else {}
         gas_round = {op: v - previous.get(op, 0) for op, v in gas_now.items()}
         gas_round = {op: v for op, v in gas_round.items() if v}
+        seconds = self.clock.for_round(round_)
         attempts = self.faults.attempt_records(round_)
         final = next((a for a in attempts if a.get("digest") == digest.hex()), {})
         submitter = info.aggregator or ""
@@ -105,7 +109,7 @@ class RoundRecorder:
             "cid": resolve_cid(self.store, digest),
             "honest_digest": honest_digest.hex() if honest_digest else None,
             "faulty_finalized": finalized and honest_digest is not None and digest != honest_digest,
-            "updates_registered": len(self.task.updates(round_)),
+            "updates_registered": self.task.update_count(round_),
             "included": final.get("included", []),
             "excluded": final.get("excluded", {}),
             "verifiers_agreeing": sum(
@@ -124,8 +128,10 @@ class RoundRecorder:
             "gas": gas_round,
             "gas_total": sum(gas_round.values()),
             "gas_cumulative": gas_now,
-            "seconds": self.clock.for_round(round_),
+            "seconds": seconds,
             "wall_seconds": round(wall, 3),
+            # Every phase second is charged once (PhaseClock), so this is what no phase saw.
+            "unaccounted_seconds": round(wall - sum(seconds.values()), 3),
         }
         self.records.append(record)
         return record
