@@ -106,6 +106,10 @@ os.environ.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED
 from ray.cluster_utils import Cluster
 from fedchain.runner import Demo, DemoConfig
 temp_dir = tempfile.mkdtemp(prefix="fedchain-ray-")  # short: Ray puts sockets there
+# Ray's test cluster writes its address to <system temp>/ray/ray_current_cluster, which
+# exists only once some Ray instance has run on the machine: point it into our own dir.
+os.environ["RAY_TMPDIR"] = temp_dir
+os.makedirs(os.path.join(temp_dir, "ray"), exist_ok=True)
 node = {"num_cpus": 1, "object_store_memory": 128 * 2**20, "temp_dir": temp_dir}
 cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
 try:
