@@ -131,4 +131,4 @@ def test_scenario_privacy_keys_are_type_checked(tmp_path: Path, capsys: pytest.C
     bad = tmp_path / "bad.toml"
     bad.write_text('[run]\nprivacy = "ldp"\ntarget_epsilon = "lots"\n')
     assert main(["run", str(bad), "--out", str(tmp_path)]) == 2
-    assert "target_epsilon = 'lots': expected a number or absent" in capsys.readouterr().err
+    assert "target_epsilon = 'lots': expected a number" in capsys.readouterr().err
