@@ -69,7 +69,7 @@ class PackingSpec:
 
     def slots(self, public_key: paillier.PaillierPublicKey) -> int:
         """Values per ciphertext: slots must stay below ``n`` (one spare bit)."""
-        count = (public_key.n.bit_length() - 1) // self.slot_bits
+        count = (int(public_key.n).bit_length() - 1) // self.slot_bits
         if count < 1:
             raise ConfigError("the Paillier modulus is too small for one slot")
         return count
@@ -81,7 +81,8 @@ def generate_keypair(
     """A Paillier key pair (``phe``; 2048-bit modulus by default, ≥ 1024 accepted)."""
     if bits < MIN_KEY_BITS:
         raise ConfigError(f"key size {bits}: at least {MIN_KEY_BITS} bits")
-    return paillier.generate_paillier_keypair(n_length=bits)
+    public, private = paillier.generate_paillier_keypair(n_length=bits)
+    return public, private
 
 
 def public_key_bytes(public_key: paillier.PaillierPublicKey) -> bytes:

@@ -170,8 +170,8 @@ def exponential_mechanism_probabilities(
         raise ConfigError("utilities: must be finite")
     logits = eps * u / (2.0 * sens)
     logits -= logits.max()
-    weights = np.exp(logits)
-    return weights / weights.sum()
+    weights: NDArray[np.float64] = np.exp(logits)
+    return weights / float(weights.sum())
 
 
 def exponential_mechanism(

@@ -146,9 +146,12 @@ def main() -> None:
     ks = [10, 100, 1000]
     spec, hu, _ = he_units(2048)
     print(
-        f"# HE: Paillier 2048-bit (phe + gmpy2), {hu['slots']} values of {spec.slot_bits} bits per ciphertext"
+        f"# HE: Paillier 2048-bit (phe + gmpy2), {hu['slots']} values of "
+        f"{spec.slot_bits} bits per ciphertext"
     )
-    header = "| mode | K | d | bytes up / client | expansion | client s | aggregator s (round total) |"
+    header = (
+        "| mode | K | d | bytes up / client | expansion | client s | aggregator s (round total) |"
+    )
     print(header)
     print("|---|---|---|---|---|---|---|")
     for d in dims:
@@ -156,7 +159,8 @@ def main() -> None:
         units = secagg_units(d)
         for k in ks:
             print(
-                f"| plain | {k} | {d:.0e} | {plain_bytes:,} | 1.00x | {plain_client:.4f} | {plain_agg:.5f} |"
+                f"| plain | {k} | {d:.0e} | {plain_bytes:,} | 1.00x | {plain_client:.4f} | "
+                f"{plain_agg * k:.4f} |"
             )
             for mode, ddp in (("secagg", False), ("ddp+secagg", True)):
                 up, client, agg = secagg_row(k, d, units, ddp)
@@ -173,7 +177,8 @@ def main() -> None:
             client = count * hu["enc"]
             agg = (k - 1) * count * hu["mul"] + count * hu["dec"]
             print(
-                f"| he | {k} | {d:.0e} | {up:,} | {up / plain_bytes:.2f}x | {client:.2f}* | {agg:.2f}* |"
+                f"| he | {k} | {d:.0e} | {up:,} | {up / plain_bytes:.2f}x | {client:.2f}* | "
+                f"{agg:.2f}* |"
             )
     print(
         "\n* extrapolated from measured unit costs x exact operation counts (complete mask "

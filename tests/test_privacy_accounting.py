@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -22,7 +23,9 @@ from protocol.errors import ConfigError, PrivacyBudgetError
 def _gdp_delta(mu: float, eps: float) -> float:
     """Dong, Roth & Su 2019: delta(eps) of mu-GDP (T Gaussian rounds of multiplier z: mu =
     sqrt(T)/z)."""
-    return float(stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2))
+    return float(
+        stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2)
+    )
 
 
 @pytest.mark.parametrize(("z", "rounds"), [(1.0, 1), (1.3, 5), (4.0, 50)])
@@ -50,14 +53,16 @@ def test_pure_dp_bit_composition_matches_optimal_composition() -> None:
     composed = bit.self_compose(k)
     for i in (1, 2, 3):
         eps = (k - 2 * i) * eps0
-        assert composed.get_delta_for_epsilon(eps) == pytest.approx(_kov_delta(eps0, k, i), rel=1e-2)
+        assert composed.get_delta_for_epsilon(eps) == pytest.approx(
+            _kov_delta(eps0, k, i), rel=1e-2
+        )
 
 
 def test_laplace_single_release_is_its_pure_epsilon() -> None:
     assert Accountant(RoundRelease("laplace", 0.5), 1e-9).epsilon(1) == pytest.approx(2.0, abs=2e-3)
     acc = Accountant(RoundRelease("laplace", 1.0), 1e-5)
     eps = acc.epsilons(10)
-    assert all(a <= b for a, b in zip(eps, eps[1:], strict=False))
+    assert all(a <= b for a, b in itertools.pairwise(eps))
     assert eps[-1] < 10.0  # tighter than basic composition
 
 

@@ -15,7 +15,9 @@ from privacy.spec import PrivacySpec
 @pytest.mark.parametrize("mechanism", ["gaussian", "laplace"])
 @pytest.mark.parametrize("target", [1.0, 4.0])
 @pytest.mark.parametrize("rounds", [1, 3])
-def test_empirical_epsilon_is_below_the_accountants(mechanism: str, target: float, rounds: int) -> None:
+def test_empirical_epsilon_is_below_the_accountants(
+    mechanism: str, target: float, rounds: int
+) -> None:
     spec, _ = PrivacySpec(mode="ldp", mechanism=mechanism, target_epsilon=target).resolve(rounds)
     result = audit_local_mechanism(spec, 1000, rounds, np.random.default_rng(7))
     assert result.epsilon_lower_bound <= spec.accountant().epsilon(rounds)

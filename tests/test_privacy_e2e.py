@@ -40,7 +40,14 @@ def test_ldp_demo_records_epsilon_per_round(tmp_path: Path) -> None:
     eps = [r["privacy"]["epsilon"] for r in records]
     assert eps == spec.accountant().epsilons(2) and eps[0] < eps[1] <= 4.0
     for r in records:
-        assert set(r["privacy"]) == {"mode", "mechanism", "epsilon", "delta", "noise_multiplier", "clip_norm"}
+        assert set(r["privacy"]) == {
+            "mode",
+            "mechanism",
+            "epsilon",
+            "delta",
+            "noise_multiplier",
+            "clip_norm",
+        }
         assert r["privacy"]["mode"] == "ldp" and r["privacy"]["delta"] == 1e-5
     p = s["privacy"]
     assert p["epsilon_spent"] == eps[-1] and p["epsilon_per_round"] == eps
@@ -49,7 +56,9 @@ def test_ldp_demo_records_epsilon_per_round(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_budget_policy_stop_runs_the_affordable_rounds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_budget_policy_stop_runs_the_affordable_rounds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     args = ["demo", "--clients", "3", "--aggregators", "4", "--rounds", "4", "--epochs", "1"]
     args += ["--privacy", "ldp", "--target-epsilon", "6", "--noise-multiplier", "1.0"]
     args += ["--budget-policy", "stop", "--out", str(tmp_path), "--json", "--quiet"]
@@ -110,7 +119,10 @@ def test_faulty_aggregate_under_ldp_is_rejected_as_in_plaintext(tmp_path: Path) 
     [
         (["--privacy", "ldp"], "give a target"),
         (["--privacy", "ldp", "--target-epsilon", "0"], "--target-epsilon 0.0"),
-        (["--privacy", "ldp", "--target-epsilon", "1", "--target-delta", "1"], "--target-delta 1.0"),
+        (
+            ["--privacy", "ldp", "--target-epsilon", "1", "--target-delta", "1"],
+            "--target-delta 1.0",
+        ),
         (["--privacy", "ldp", "--target-epsilon", "1", "--clip-norm", "-1"], "--clip-norm -1.0"),
         (["--privacy", "tee"], "--privacy 'tee'"),
         (["--privacy", "ddp+secagg", "--target-epsilon", "1"], "not built yet"),
@@ -127,7 +139,9 @@ def test_bad_privacy_options_are_one_line_errors(
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
-def test_scenario_privacy_keys_are_type_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_scenario_privacy_keys_are_type_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('[run]\nprivacy = "ldp"\ntarget_epsilon = "lots"\n')
     assert main(["run", str(bad), "--out", str(tmp_path)]) == 2

@@ -90,7 +90,10 @@ def test_skellam_is_integer_with_its_moments_and_closed_under_sums() -> None:
     values, counts = np.unique(summed, return_counts=True)
     pmf = stats.skellam.pmf(values, 25.0, 25.0)
     keep = pmf * N > 5
-    assert stats.chisquare(counts[keep], pmf[keep] / pmf[keep].sum() * counts[keep].sum()).pvalue > 0.01
+    assert (
+        stats.chisquare(counts[keep], pmf[keep] / pmf[keep].sum() * counts[keep].sum()).pvalue
+        > 0.01
+    )
 
 
 @pytest.mark.parametrize(

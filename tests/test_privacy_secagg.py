@@ -42,16 +42,22 @@ class Federation:
         gen = np.random.default_rng(seed)
         self.x = {i: gen.integers(-(2**18), 2**18, size=dim).astype(np.int32) for i in range(k)}
 
-    def submit(self, included: list[int]) -> tuple[dict[int, np.ndarray], dict[int, sa.DealtShares]]:
+    def submit(
+        self, included: list[int]
+    ) -> tuple[dict[int, np.ndarray], dict[int, sa.DealtShares]]:
         peers = list(self.bundles.values())
         masked, selfs = {}, {}
         for i in included:
             b = sa.new_self_mask(self.rb)
-            selfs[i] = sa.deal_shares(b, sa.SELF_MASK, self.keys[i], peers, self.t, TASK, ROUND, self.rb)
+            selfs[i] = sa.deal_shares(
+                b, sa.SELF_MASK, self.keys[i], peers, self.t, TASK, ROUND, self.rb
+            )
             masked[i] = sa.mask_update(self.x[i], self.keys[i], peers, b, TASK, ROUND)
         return masked, selfs
 
-    def reveal(self, included: list[int], selfs: dict[int, sa.DealtShares], who: list[int]) -> list[sa.Reveal]:
+    def reveal(
+        self, included: list[int], selfs: dict[int, sa.DealtShares], who: list[int]
+    ) -> list[sa.Reveal]:
         return [
             sa.make_reveal(self.keys[i], ROUND, included, selfs, self.mask_keys, self.bundles, TASK)
             for i in who
@@ -75,7 +81,13 @@ def test_exact_sum_for_every_dropout_pattern_up_to_the_threshold() -> None:
             included = [i for i in range(fed.k) if i not in dropped]
             masked, selfs = fed.submit(included)
             result = sa.unmask_sum(
-                ROUND, TASK, fed.bundles, masked, selfs, fed.mask_keys, fed.reveal(included, selfs, included)
+                ROUND,
+                TASK,
+                fed.bundles,
+                masked,
+                selfs,
+                fed.mask_keys,
+                fed.reveal(included, selfs, included),
             )
             assert np.array_equal(result.total, fed.expected(included)) and not result.bad_shares
             patterns += 1
@@ -87,7 +99,15 @@ def test_beyond_the_threshold_is_a_typed_failure_not_a_wrong_sum() -> None:
     included = [0, 1]  # three dropped: two survivors cannot reach t = 3
     masked, selfs = fed.submit(included)
     with pytest.raises(SecAggThresholdError) as info:
-        sa.unmask_sum(ROUND, TASK, fed.bundles, masked, selfs, fed.mask_keys, fed.reveal(included, selfs, included))
+        sa.unmask_sum(
+            ROUND,
+            TASK,
+            fed.bundles,
+            masked,
+            selfs,
+            fed.mask_keys,
+            fed.reveal(included, selfs, included),
+        )
     assert set(info.value.missing) == {0, 1, 2, 3, 4} and max(info.value.missing.values()) == 2
 
 
@@ -148,10 +168,27 @@ def test_a_dealer_with_inconsistent_shares_is_attributed() -> None:
     fed = Federation(k=5, t=3)
     included = [0, 1, 2, 3, 4]
     masked, selfs = fed.submit(included)
-    other = sa.deal_shares(sa.new_self_mask(fed.rb), sa.SELF_MASK, fed.keys[4], list(fed.bundles.values()), 3, TASK, ROUND, fed.rb)
+    other = sa.deal_shares(
+        sa.new_self_mask(fed.rb),
+        sa.SELF_MASK,
+        fed.keys[4],
+        list(fed.bundles.values()),
+        3,
+        TASK,
+        ROUND,
+        fed.rb,
+    )
     selfs[4] = replace(other, secret_commitment=selfs[4].secret_commitment)  # shares of another b
     with pytest.raises(SecAggShareError) as info:
-        sa.unmask_sum(ROUND, TASK, fed.bundles, masked, selfs, fed.mask_keys, fed.reveal(included, selfs, included))
+        sa.unmask_sum(
+            ROUND,
+            TASK,
+            fed.bundles,
+            masked,
+            selfs,
+            fed.mask_keys,
+            fed.reveal(included, selfs, included),
+        )
     assert (info.value.culprit, info.value.role) == (4, "dealer")
 
 
@@ -176,26 +213,31 @@ def test_reusing_a_mask_key_after_a_survived_round_exposes_that_round() -> None:
     key0 = shamir.combine([(r.revealer + 1, r.mask_key_shares[0]) for r in later])
     exposed = masked[0] - sa.expand_mask(b0.to_bytes(32, "big"), fed.dim)
     for v in (1, 2, 3):
-        exposed -= sa.expand_mask(sa.pairwise_seed(key0, fed.bundles[v].mask_pk, TASK, ROUND, 0, v), fed.dim)
+        exposed -= sa.expand_mask(
+            sa.pairwise_seed(key0, fed.bundles[v].mask_pk, TASK, ROUND, 0, v), fed.dim
+        )
     assert np.array_equal(exposed.view(np.int32), fed.x[0])
 
 
 def test_unmasking_is_byte_identical_across_processes() -> None:
     code = f"""
 import hashlib, sys
-sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parent.parent)!r})
+sys.path.insert(0, {str(__import__("pathlib").Path(__file__).parent.parent)!r})
 from tests.test_privacy_secagg import Federation, ROUND, TASK
 from privacy import secagg as sa
 fed = Federation(k=5, t=3, seed=9)
 inc = [0, 2, 3, 4]
 masked, selfs = fed.submit(inc)
-res = sa.unmask_sum(ROUND, TASK, fed.bundles, masked, selfs, fed.mask_keys, fed.reveal(inc, selfs, inc))
+reveals = fed.reveal(inc, selfs, inc)
+res = sa.unmask_sum(ROUND, TASK, fed.bundles, masked, selfs, fed.mask_keys, reveals)
 print(hashlib.sha256(res.to_bytes()).hexdigest())
 """
     fed = Federation(k=5, t=3, seed=9)
     inc = [0, 2, 3, 4]
     masked, selfs = fed.submit(inc)
-    here = sa.unmask_sum(ROUND, TASK, fed.bundles, masked, selfs, fed.mask_keys, fed.reveal(inc, selfs, inc))
+    here = sa.unmask_sum(
+        ROUND, TASK, fed.bundles, masked, selfs, fed.mask_keys, fed.reveal(inc, selfs, inc)
+    )
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert there.stdout.strip() == hashlib.sha256(here.to_bytes()).hexdigest()
 
