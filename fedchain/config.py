@@ -156,31 +156,22 @@ class DemoConfig:
     def _validate_privacy(self, bad: typing.Callable[..., ConfigError]) -> None:
         """Privacy options: each value, then the budget of the planned rounds (refused before
         any work if it would be overspent, unless --budget-policy stop)."""
-        from privacy.spec import PrivacySpec, parse_mode
+        from privacy.spec import parse_mode
 
         try:
-            mode = parse_mode(self.privacy)
+            parse_mode(self.privacy)
         except ConfigError as exc:
             raise bad("privacy", str(exc).split(": ", 1)[-1]) from exc
-        spec = PrivacySpec(
-            mode=mode,
-            mechanism=self.dp_mechanism,
-            target_epsilon=self.target_epsilon,
-            target_delta=self.target_delta,
-            noise_multiplier=self.noise_multiplier,
-            clip_norm=self.clip_norm,
-            sample_rate=self.sample_rate,
-            budget_policy=self.budget_policy,
+        spec = self.privacy_spec()
+        keys = (
+            "dp_mechanism",
+            "target_epsilon",
+            "target_delta",
+            "noise_multiplier",
+            "clip_norm",
+            "sample_rate",
+            "budget_policy",
         )
-        keys = {
-            "dp_mechanism": "dp_mechanism",
-            "target_epsilon": "target_epsilon",
-            "target_delta": "target_delta",
-            "noise_multiplier": "noise_multiplier",
-            "clip_norm": "clip_norm",
-            "sample_rate": "sample_rate",
-            "budget_policy": "budget_policy",
-        }
         try:
             spec.validate()
         except ConfigError as exc:
