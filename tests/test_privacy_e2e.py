@@ -146,3 +146,25 @@ def test_scenario_privacy_keys_are_type_checked(
     bad.write_text('[run]\nprivacy = "ldp"\ntarget_epsilon = "lots"\n')
     assert main(["run", str(bad), "--out", str(tmp_path)]) == 2
     assert "target_epsilon = 'lots': expected a number" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_client_sampling_is_reported_without_amplification(tmp_path: Path) -> None:
+    cfg = small(
+        tmp_path,
+        clients=6,
+        rounds=2,
+        privacy="ldp",
+        target_epsilon=4.0,
+        sample_rate=0.5,
+        min_updates=1,
+        collect_window=3,
+    )
+    result = Demo(cfg).run()
+    s = result.summary
+    assert s["all_rounds_finalized"]
+    registered = [r["updates_registered"] for r in _records(result.run_dir)]
+    assert all(1 <= n <= 6 for n in registered) and sum(registered) < 12  # some sat out
+    p = s["privacy"]
+    assert p["sample_rate"] == 0.5
+    assert p["epsilon_if_sampling_hidden"] < p["epsilon_spent"] <= 4.0
