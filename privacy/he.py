@@ -38,9 +38,11 @@ __all__ = [
     "PackingSpec",
     "combine",
     "decrypt_sum",
+    "decrypted_total",
     "encrypt_update",
     "generate_keypair",
     "load_public_key",
+    "payload_shape",
     "public_key_bytes",
     "verify_decryption",
 ]
@@ -238,6 +240,28 @@ def decrypt_sum(
     randomness = tuple(pow(c % n, n_inv, n) for c in cts)
     total = _unpack(plaintexts, dim, summands, spec, spec.slots(pk))
     return total, DecryptionProof(plaintexts, randomness)
+
+
+def payload_shape(
+    data: bytes, public_key: paillier.PaillierPublicKey, spec: PackingSpec
+) -> tuple[int, int]:
+    """``(dimension, summands)`` of a packed payload, every field checked (:class:`HEError`)."""
+    dim, summands, _ = _decode(data, public_key, spec)
+    return dim, summands
+
+
+def decrypted_total(
+    combined: bytes,
+    public_key: paillier.PaillierPublicKey,
+    spec: PackingSpec,
+    proof: DecryptionProof,
+) -> NDArray[np.int64] | None:
+    """The sum a verified decryption opens ``combined`` to, or None if the proof fails."""
+    dim, summands, cts = _decode(combined, public_key, spec)
+    if len(proof.plaintexts) != len(cts) or len(proof.randomness) != len(cts):
+        return None
+    total = _unpack(proof.plaintexts, dim, summands, spec, spec.slots(public_key))
+    return total if verify_decryption(combined, public_key, spec, total, proof) else None
 
 
 def verify_decryption(
