@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from eth_account.signers.local import LocalAccount
@@ -20,11 +20,12 @@ from torch import nn
 from adapters.contract import Phase, TaskContract
 from adapters.storage import ContentStore, get_by_digest
 from clients.data import Dataset
+from clients.release import Release, client_release
 from clients.training import TrainConfig, TrainResult, derive_seed, train_local
-from privacy.local import noise_generator, privatize
+from privacy.local import noise_generator
 from privacy.spec import PrivacySpec
 from protocol.cid import content_digest
-from protocol.errors import ContractRevert
+from protocol.errors import ConfigError, ContractRevert
 from protocol.fixedpoint import dequantise, quantise
 from protocol.manifest import TaskManifest
 from protocol.metrics import PhaseClock
@@ -37,6 +38,14 @@ PayloadHook = Callable[[int, np.ndarray], bytes]
 #: A publish hook stores the payload somewhere else than this client's own node (e.g. only at
 #: some aggregators, or nowhere): availability attacks.
 PublishHook = Callable[[int, bytes], object]
+
+
+class PrivatePayloads(Protocol):
+    """Builds a client's masked (secure aggregation) or encrypted (HE) round payload from
+    its integer release; it reads the round's public context (peers' keys, the key holder's
+    public key) from the chain and content storage."""
+
+    def payload(self, client: ClientNode, round_: int, vector: np.ndarray) -> bytes: ...
 
 
 @dataclass
@@ -68,6 +77,7 @@ class ClientNode:
         payload_hook: PayloadHook | None = None,
         ready: Callable[[int], bool] | None = None,
         publish: PublishHook | None = None,
+        private: PrivatePayloads | None = None,
     ) -> None:
         self.name = name
         self.account = account
@@ -87,7 +97,10 @@ class ClientNode:
         self._submitted: set[int] = set()
         #: the task's privacy settings, read from its manifest (bound on-chain)
         self.privacy = PrivacySpec.from_manifest(manifest.privacy)
-        self._accountant = self.privacy.accountant() if self.privacy.enabled else None
+        self._accountant = self.privacy.accountant() if self.privacy.is_dp else None
+        self._clip_norms: dict[int, float] = {}
+        #: secure aggregation / HE: builds the masked or encrypted payload
+        self.private: PrivatePayloads | None = private
 
     def privacy_allows(self, round_: int) -> bool:
         """False if releasing an update in ``round_`` would overspend the task's target ε
@@ -178,21 +191,16 @@ class ClientNode:
         client's hooks, quantisation, encoding, upload and ``submitUpdate`` all happen here,
         so the bytes are the same wherever the training ran.
         """
-        layout, fmt = self.manifest.layout, self.manifest.numeric
+        layout = self.manifest.layout
         delta = layout.flatten(result.params).astype(np.float64) - layout.flatten(
             global_params
         ).astype(np.float64)
         if self.delta_hook is not None:
             delta = np.asarray(self.delta_hook(round_, delta), dtype=np.float64)
-        if self.privacy.mode == "ldp":
-            # clip and perturb before quantisation (privacy.local); noise from our own key
-            rng = noise_generator(self._secret(), self.task.address, round_)
-            delta, _ = privatize(np.nan_to_num(delta, nan=0.0), self.privacy, rng)
-        q = quantise(np.nan_to_num(delta, nan=0.0), fmt.frac_bits, fmt.value_bound)
         if self.payload_hook is not None:
-            payload = self.payload_hook(round_, q)
+            payload = self.payload_hook(round_, self._hook_vector(round_, delta))
         else:
-            payload = encode_update(layout, round_, q)
+            payload = self.encode_payload(round_, self.release(round_, delta))
         with self.clock.phase(round_, "upload"):
             if self.publish is not None:
                 self.publish(round_, payload)
@@ -207,6 +215,50 @@ class ClientNode:
             "submitUpdate",
             {"digest": digest.hex(), "num_samples": result.num_samples, "loss": result.mean_loss},
         )
+
+    def release(self, round_: int, delta: np.ndarray) -> Release:
+        """This client's integer release of ``delta`` under the task's privacy mode
+        (:mod:`clients.release`), with noise and clip bit drawn from its own key."""
+        spec, secret, task = self.privacy, self._secret(), self.task.address
+        purpose = "ddp-noise" if spec.distributed else "ldp-noise"
+        return client_release(
+            spec,
+            self.manifest.numeric,
+            delta,
+            self.round_clip_norm(round_),
+            noise_generator(secret, task, round_, purpose),
+            noise_generator(secret, task, round_, "clip-bit"),
+        )
+
+    def _hook_vector(self, round_: int, delta: np.ndarray) -> np.ndarray:
+        """What a payload hook (malformed-payload attack) rewrites: the plaintext release,
+        or the bare fixed-point delta when the honest payload would be masked/encrypted."""
+        if self.privacy.hides_updates:
+            fmt = self.manifest.numeric
+            return quantise(np.nan_to_num(delta, nan=0.0), fmt.frac_bits, fmt.value_bound)
+        return self.release(round_, delta).vector
+
+    def encode_payload(self, round_: int, release: Release) -> bytes:
+        """The round payload of ``release``: plaintext (with the clip bit under adaptive
+        clipping), masked (secure aggregation) or encrypted (HE)."""
+        if not self.privacy.hides_updates:
+            return encode_update(self.manifest.layout, round_, release.vector, release.clip_bit)
+        if self.private is None:
+            raise ConfigError(f"privacy {self.privacy.mode!r}: this client has no private context")
+        return self.private.payload(self, round_, release.vector)
+
+    def round_clip_norm(self, round_: int) -> float:
+        """The clip norm of ``round_``: the task's, or (adaptive clipping) the one the
+        current global state publishes."""
+        if not self.privacy.adaptive_clip:
+            return self.privacy.clip_norm
+        if round_ not in self._clip_norms:
+            digest = self.task.global_model_digest()
+            state = decode_global_state(self.manifest.layout, get_by_digest(self.store, digest))
+            if state.clip_norm is None:
+                raise ConfigError("adaptive clipping: the global state carries no clip norm")
+            self._clip_norms = {round_: state.clip_norm}
+        return self._clip_norms[round_]
 
     def mark_submitted(self, round_: int) -> None:
         """Record that the chain already holds this client's update for ``round_``."""

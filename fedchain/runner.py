@@ -305,7 +305,7 @@ class Demo:
         if self.privacy_rounds < cfg.rounds:
             self.loop.stop_after = self.privacy_rounds
         self.loop.run(lambda r, wall, fin: self._end_round(rounds_file, r, wall, fin))
-        if self.loop.stop_after is not None and self.loop.stalled is None:
+        if self.loop.stop_after is not None and self.loop.stalled is None and self.privacy.is_dp:
             spent = self.privacy.accountant().epsilon(self.privacy_rounds)
             self.progress.line(
                 f"privacy budget spent: epsilon {spent:.4g} after round {self.privacy_rounds} "
@@ -317,13 +317,37 @@ class Demo:
 
     def _privacy_line(self) -> str:
         spec = self.privacy
+        hiding = ""
+        if "secagg" in spec.components:
+            hiding = (
+                f"secure aggregation of {spec.num_clients} clients (threshold {spec.threshold}: "
+                "aggregators unmask only the sum)"
+            )
+        elif "he" in spec.components:
+            hiding = (
+                f"Paillier HE for {spec.num_clients} clients (the key holder decrypts only "
+                f"sums of at least {spec.threshold})"
+            )
+        if not spec.is_dp:
+            return f"privacy: {hiding}; no DP noise"
         acc = spec.accountant()
-        kind = "sigma" if spec.mechanism == "gaussian" else "b"
         target = f"target epsilon {spec.target_epsilon:g}, " if spec.target_epsilon else ""
+        clip = f"clip norm {spec.clip_norm:g}" + (" (adaptive)" if spec.adaptive_clip else "")
+        if spec.distributed:
+            noise = (
+                f"distributed DP, Skellam shares (scale {spec.ddp_scale}, noise multiplier "
+                f"{spec.noise_multiplier:.4g}, tolerating {spec.dropout_fraction:g} dropouts) "
+                f"with {hiding}"
+            )
+        else:
+            kind = "sigma" if spec.mechanism == "gaussian" else "b"
+            noise = (
+                f"local DP, {spec.mechanism} noise, noise multiplier "
+                f"{spec.noise_multiplier:.4g} ({kind} {spec.noise_scale:.4g}"
+                + (" at the initial clip norm)" if spec.adaptive_clip else ")")
+            )
         return (
-            f"privacy: local DP, {spec.mechanism} noise, clip norm {spec.clip_norm:g}, noise "
-            f"multiplier {spec.noise_multiplier:.4g} ({kind} {spec.noise_scale:.4g}); "
-            f"{target}epsilon after {self.privacy_rounds} round(s) "
+            f"privacy: {noise}, {clip}; {target}epsilon after {self.privacy_rounds} round(s) "
             f"{acc.epsilon(self.privacy_rounds):.4g} at delta {spec.target_delta:g} ({acc.name})"
         )
 

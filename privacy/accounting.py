@@ -50,6 +50,8 @@ __all__ = [
 MECHANISMS = ("gaussian", "laplace")
 #: PLD discretisation: pessimistic rounding, so reported epsilons are upper bounds.
 PLD_DISCRETIZATION = 1e-3
+#: The smallest noise multiplier calibration considers (a budget it affords gets this).
+MIN_NOISE_MULTIPLIER = 0.05
 #: Integer Rényi orders: the Skellam bound is proven for integer α > 1.
 RDP_ORDERS = tuple(range(2, 257))
 
@@ -309,16 +311,21 @@ def calibrate_noise_multiplier(
             release = RoundRelease(mechanism, z, sample_rate, sampling_hidden, bit_epsilon)
         return Accountant(release, delta).epsilon(rounds)
 
-    lo, hi = 1e-3, 1.0
+    hi = 1.0
     while eps(hi) > target:
-        lo, hi = hi, hi * 4
+        hi *= 4
         if hi > 1e7:
             raise PrivacyBudgetError(
                 f"target epsilon {target:g} at delta {delta:g} cannot be met over {rounds} "
                 f"rounds by any noise (the clip bit alone spends it?)"
             )
-    if eps(lo) <= target:
-        return lo
+    lo = hi / 4
+    # walk down only as far as needed: a privacy-loss distribution of a tiny noise
+    # multiplier has a huge support (and such a budget is no protection anyway)
+    while lo > MIN_NOISE_MULTIPLIER and eps(lo) <= target:
+        hi, lo = lo, lo / 4
+    if lo <= MIN_NOISE_MULTIPLIER:
+        return hi
     while hi / lo > 1 + relative_tolerance:
         mid = math.sqrt(lo * hi)
         if eps(mid) > target:

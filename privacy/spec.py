@@ -65,6 +65,11 @@ def _accountant(release: RoundRelease, delta: float) -> Accountant:
     return Accountant(release, delta)
 
 
+@lru_cache(maxsize=32)
+def _resolved(spec: PrivacySpec, rounds: int) -> tuple[PrivacySpec, int]:
+    return spec._resolve(rounds)  # a calibration costs seconds: once per spec and plan
+
+
 def parse_mode(text: str) -> str:
     """The canonical spelling of a ``--privacy`` value (components sorted: ``ddp+secagg``).
 
@@ -281,6 +286,9 @@ class PrivacySpec:
         self.validate()
         if not self.is_dp:
             return self, rounds
+        return _resolved(self, rounds)
+
+    def _resolve(self, rounds: int) -> tuple[PrivacySpec, int]:
         spec = self
         if spec.noise_multiplier is None:
             assert spec.target_epsilon is not None

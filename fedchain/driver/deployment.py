@@ -37,6 +37,7 @@ from consensus.messages import Domain
 from fedchain.config import ROTATIONS, WEI_PER_ETH, DemoConfig, short_reason
 from fedchain.driver.engine import ModelSpec
 from fedchain.scenario import Scenario, client_attack_hooks
+from privacy.distributed import check_ring
 from privacy.spec import PrivacySpec
 from protocol.cid import content_digest
 from protocol.errors import ChainError, ConfigError, StorageError
@@ -333,8 +334,17 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
     model = build_model(cfg.model, train.input_shape, train.num_classes, seed=cfg.seed)
     layout = ModelLayout.from_spec(param_spec(model))
     manifest = task_manifest(cfg, train, layout)
+    spec = PrivacySpec.from_manifest(manifest.privacy)
+    if spec.distributed:
+        try:  # the model size is known only now: refuse sums that could wrap the ring
+            check_ring(spec.ddp(), layout.size)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"--ddp-scale {cfg.ddp_scale}: {str(exc).split(': ', 1)[-1]}"
+            ) from exc
     initial = quantise(layout.flatten(get_params(model)), cfg.frac_bits, INT32_MAX)
-    initial_payload = encode_global_state(layout, GlobalState(0, initial, {}))
+    clip = spec.clip_norm if spec.adaptive_clip else None
+    initial_payload = encode_global_state(layout, GlobalState(0, initial, {}, clip))
     creator = store if node_stores is None else node_stores[chain.accounts[0].address]
     try:
         creator.put(initial_payload)  # the task creator's node serves them
