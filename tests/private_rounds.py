@@ -120,7 +120,9 @@ class Federation:
             }
             shares = {i: m.self_mask_shares for i, m in masked.items()}
             for r in included if revealers is None else revealers:
-                rev = sr.client_reveal(self.secrets[r], round_, included, self.peers, shares, self.ctx)
+                rev = sr.client_reveal(
+                    self.secrets[r], round_, included, self.peers, shares, self.ctx
+                )
                 reveals.append((r, (reveal_bytes or {}).get(r, rev.to_bytes())))
         else:
             pk, sk = he_keys()

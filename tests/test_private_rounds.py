@@ -17,6 +17,7 @@ from aggregators.intmath import div_round_half_even
 from aggregators.private import private_dim, private_sum
 from privacy import secagg as sa
 from privacy import secagg_round as sr
+from protocol.errors import SecAggError
 from protocol.payloads import decode_global_state
 from tests.private_rounds import LAYOUT, Federation, resolved
 
@@ -116,7 +117,7 @@ def test_key_epochs_carry_into_the_next_round_and_a_dropped_client_rekeys() -> N
     # without a new key record the dropped client is not a peer of round 2 ...
     peers, _ = sr.keys_in_force(2, carried, {}, fed.ctx)
     assert sorted(peers) == [0, 1, 2, 3]
-    with pytest.raises(sa.SecAggError):
+    with pytest.raises(SecAggError):
         sr.client_masked_update(fed.secrets[4], 2, fed.vector(4, 2), peers, fed.ctx)
     # ... it posts one during round 1 and is back in round 2, with everybody's next key
     posted = {4: sr.client_key_record(fed.secrets[4], 2, fed.ctx)}
