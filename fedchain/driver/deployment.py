@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from fedchain.config import ROTATIONS, WEI_PER_ETH, DemoConfig, short_reason
 from fedchain.driver.engine import ModelSpec
 from fedchain.scenario import Scenario, client_attack_hooks
 from privacy.distributed import check_ring
+from privacy.he import generate_keypair, public_key_bytes
 from privacy.spec import PrivacySpec
 from protocol.cid import content_digest
 from protocol.errors import ChainError, ConfigError, StorageError
@@ -90,9 +91,13 @@ def privacy_plan(cfg: DemoConfig) -> tuple[PrivacySpec, int]:
     return cfg.privacy_spec().resolve(cfg.rounds)
 
 
-def task_manifest(cfg: DemoConfig, train: Dataset, layout: ModelLayout) -> TaskManifest:
+def task_manifest(
+    cfg: DemoConfig, train: Dataset, layout: ModelLayout, privacy: PrivacySpec | None = None
+) -> TaskManifest:
     """The canonical task manifest of a run: rule and parameters, format, model, training,
-    privacy."""
+    privacy (``privacy``: the resolved spec, with the HE key when there is one; default: the
+    run's privacy plan)."""
+    spec = privacy if privacy is not None else privacy_plan(cfg)[0]
     rule_params = make_rule(cfg.rule, cfg.rule_params).params  # typed, defaults included
     return TaskManifest(
         rule=cfg.rule,
@@ -103,7 +108,7 @@ def task_manifest(cfg: DemoConfig, train: Dataset, layout: ModelLayout) -> TaskM
         num_classes=train.num_classes,
         layout=layout,
         client_training=asdict(train_config(cfg)),
-        privacy=privacy_plan(cfg)[0].to_manifest(),
+        privacy=spec.to_manifest(),
     )
 
 
@@ -196,6 +201,9 @@ class Deployment:
     domain: Domain
     #: each node's own store by address (None: every node uses ``store``)
     node_stores: dict[str, ContentStore] | None = None
+    #: HE: the task key holder's account and Paillier private key (None otherwise)
+    key_holder: LocalAccount | None = None
+    he_private_key: Any = None
 
     def store_for(self, address: str) -> ContentStore:
         """The store node ``address`` sees: its own plus its peers', or the shared one."""
@@ -321,20 +329,30 @@ def _partial_publisher(
 def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
     """Build the task, deploy the contract, register every node and start the task."""
     train, test, parts = federated_data(cfg)
-    chain = open_chain(cfg, num_accounts=1 + cfg.aggregators + cfg.clients)
+    spec = privacy_plan(cfg)[0]
+    key_holder = 1 if "he" in spec.components else 0  # the HE task key holder's account
+    chain = open_chain(cfg, num_accounts=1 + cfg.aggregators + cfg.clients + key_holder)
     store = open_run_store(cfg, run_dir)
     node_stores: dict[str, ContentStore] | None = None
     if not cfg.store:
         # one store per node; ``store`` becomes the observer's view of all of them
         node_stores = {
             a.address: LocalStore(run_dir / "store" / a.address)
-            for a in chain.accounts[: 1 + cfg.aggregators + cfg.clients]
+            for a in chain.accounts[: 1 + cfg.aggregators + cfg.clients + key_holder]
         }
         store = PeerStore(LocalStore(run_dir / "store" / "observer"), node_stores)
     model = build_model(cfg.model, train.input_shape, train.num_classes, seed=cfg.seed)
     layout = ModelLayout.from_spec(param_spec(model))
-    manifest = task_manifest(cfg, train, layout)
-    spec = PrivacySpec.from_manifest(manifest.privacy)
+    he_private_key = None
+    if key_holder:
+        # the key holder generates its Paillier key; the public key goes into the manifest
+        public, he_private_key = generate_keypair(cfg.he_key_bits)
+        spec = replace(
+            spec,
+            he_public_key=public_key_bytes(public).hex(),
+            he_key_holder=chain.accounts[1 + cfg.aggregators + cfg.clients].address,
+        )
+    manifest = task_manifest(cfg, train, layout, spec)
     if spec.distributed:
         try:  # the model size is known only now: refuse sums that could wrap the ring
             check_ring(spec.ddp(), layout.size)
@@ -353,13 +371,16 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
         raise ConfigError(f"--store {cfg.store!r}: {short_reason(exc)}") from exc
     deployer = chain.accounts[0]
     agg_accounts = chain.accounts[1 : 1 + cfg.aggregators]
-    client_accounts = chain.accounts[1 + cfg.aggregators :]
+    client_accounts = chain.accounts[1 + cfg.aggregators : 1 + cfg.aggregators + cfg.clients]
+    holder = chain.accounts[1 + cfg.aggregators + cfg.clients] if key_holder else None
     config = task_config(cfg, content_digest(initial_payload), manifest.digest)
     task = TaskContract.deploy(chain, deployer, config)
     for acct in agg_accounts:
         task.register_aggregator(acct)
     for acct in client_accounts:
         task.register_client(acct)
+    if holder is not None:
+        task.register_client(holder)  # it signs its decryption records as the task's client
     return Deployment(
         cfg=cfg,
         scenario=scenario,
@@ -377,4 +398,6 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
         client_accounts=client_accounts,
         domain=Domain(int(chain.w3.eth.chain_id), task.address),
         node_stores=node_stores,
+        key_holder=holder,
+        he_private_key=he_private_key,
     )
