@@ -34,6 +34,7 @@ from eth_account.signers.local import LocalAccount
 
 from adapters.chain import Chain
 from adapters.contract import Phase, RegisteredUpdate, RoundInfo, TaskContract
+from adapters.round_inputs import fetch_included
 from adapters.storage import ContentStore, PeerStore, get_by_digest, has_digest
 from aggregators.behaviours import HONEST, Behaviour, RoundContext
 from aggregators.execution import RoundResult, execute_round, rule_for
@@ -325,30 +326,8 @@ class AggregatorNode:
             key = (round_, global_digest, self.task.update_count(round_), tuple(included))
             if key in self._cache:
                 return self._cache[key]
-            updates = self.task.updates(round_)
             global_payload = get_by_digest(self.store, global_digest)
-            payloads: list[bytes | None] = []
-            attesters: dict[int, list[str]] | None = None
-            for update, take in zip(updates, included, strict=True):
-                if not take:
-                    payloads.append(None)
-                    continue
-                if not isinstance(self.store, PeerStore):
-                    try:
-                        payloads.append(get_by_digest(self.store, update.digest))
-                    except StorageError:
-                        payloads.append(None)
-                    continue
-                if attesters is None:
-                    attesters = self._attesters(round_, len(updates))
-                # no attestation at all (attestWindow 0): any peer that has it
-                sources = attesters.get(update.index) or list(self.store.peers)
-                try:
-                    payloads.append(self.store.fetch_from(update.digest, sources))
-                except StorageError:
-                    if update.index in attesters:
-                        raise  # attested by f + 1: a correct attester will serve it
-                    payloads.append(None)
+            updates, payloads = fetch_included(self.task, self.store, round_, included=included)
         inputs = _RoundInputs(global_payload, payloads, [u.num_samples for u in updates])
         with self.clock.phase(round_, "aggregate"):
             result = execute_round(
@@ -356,15 +335,6 @@ class AggregatorNode:
             )
         self._cache = {key: (result, inputs)}
         return result, inputs
-
-    def _attesters(self, round_: int, count: int) -> dict[int, list[str]]:
-        """Update index -> addresses of the members that attested to holding it."""
-        out: dict[int, list[str]] = {}
-        for member, address in enumerate(self.task.aggregators()):
-            for index, held in enumerate(self.task.attestation(round_, member)[:count]):
-                if held:
-                    out.setdefault(index, []).append(address)
-        return out
 
     def verify(self, round_: int, attempt: int, submitter: str, submitted: bytes) -> Verification:
         """Re-execute round ``round_`` and compare with the submitted digest."""

@@ -60,6 +60,7 @@ __all__ = [
     "client_masked_update",
     "client_reveal",
     "keys_in_force",
+    "peers_from_payloads",
     "unmask_round",
 ]
 
@@ -286,6 +287,37 @@ def keys_in_force(
             continue
         peers[client] = record
     return peers, refused
+
+
+def peers_from_payloads(
+    round_: int,
+    carried: Mapping[int, bytes],
+    posted: Mapping[int, bytes],
+    ctx: SecAggContext,
+    dim: int,
+    max_bytes: int,
+) -> tuple[dict[int, KeyRecord], dict[int, str]]:
+    """``P_r`` from published bytes: ``carried`` maps each client of an update included in
+    round ``r − 1`` to that payload, ``posted`` each client to its first key record posted
+    during round ``r − 1`` (before the task started, for round 1). Payloads and records that
+    do not decode are left out with the reason, like invalid ones (:func:`keys_in_force`)."""
+    refused: dict[int, str] = {}
+    next_keys: dict[int, KeyRecord] = {}
+    for client, payload in carried.items():
+        try:
+            next_keys[client] = MaskedUpdate.from_bytes(
+                payload, round_ - 1, dim, max_bytes
+            ).next_key
+        except (CodecError, SecAggError) as exc:
+            refused[client] = f"included update of round {round_ - 1}: {exc}"
+    records: dict[int, KeyRecord] = {}
+    for client, data in posted.items():
+        try:
+            records[client] = KeyRecord.from_bytes(data)
+        except SecAggError as exc:
+            refused[client] = f"key record: {exc}"
+    peers, more = keys_in_force(round_, next_keys, records, ctx)
+    return peers, {**refused, **more}
 
 
 def client_reveal(
