@@ -26,16 +26,19 @@ from numpy.typing import NDArray
 
 from privacy import he, he_round
 from privacy.secagg import Reveal
-from privacy.secagg_round import KeyRecord, MaskedUpdate, SecAggContext, unmask_round
+from privacy.secagg_round import (
+    KeyRecord,
+    MaskedUpdate,
+    SecAggContext,
+    max_payload_bytes,
+    unmask_round,
+)
 from privacy.spec import PrivacySpec
 from protocol.errors import CodecError, HEError, SecAggError, SecAggShareError, SecAggThresholdError
 from protocol.manifest import TaskManifest
 from protocol.payloads import update_max_bytes
 
 __all__ = ["PrivateInputs", "PrivateSum", "private_dim", "private_sum", "secagg_context"]
-
-#: dealt shares and a key record per peer: 4 + 48 + 32 bytes each, twice, plus headers
-_SHARE_BYTES_PER_CLIENT = 2 * (4 + 48 + 32)
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,7 @@ class PrivateSum:
 
 def private_dim(manifest: TaskManifest, spec: PrivacySpec) -> int:
     """Coordinates of a private vector: the model, plus one for the clip bit."""
-    return manifest.layout.size + (1 if spec.adaptive_clip else 0)
+    return spec.vector_dim(manifest.layout.size)
 
 
 def secagg_context(spec: PrivacySpec, inputs: PrivateInputs) -> SecAggContext:
@@ -94,15 +97,6 @@ def private_sum(
     return _he_sum(manifest, spec, round_, updates, inputs)
 
 
-def _max_bytes(manifest: TaskManifest, spec: PrivacySpec, per_value: int) -> int:
-    n = spec.num_clients or 1
-    return (
-        update_max_bytes(manifest.layout)
-        + per_value * private_dim(manifest, spec)
-        + (_SHARE_BYTES_PER_CLIENT * (n + 16) + 4096)
-    )
-
-
 def _secagg_sum(
     manifest: TaskManifest,
     spec: PrivacySpec,
@@ -112,7 +106,7 @@ def _secagg_sum(
 ) -> PrivateSum:
     ctx = secagg_context(spec, inputs)
     dim = private_dim(manifest, spec)
-    limit = _max_bytes(manifest, spec, 4)
+    limit = max_payload_bytes(manifest.layout, dim, spec.num_clients or 1)
     masked: dict[int, MaskedUpdate] = {}
     included: list[int] = []
     excluded: dict[int, str] = {}
@@ -214,7 +208,7 @@ def _he_sum(
     public_key = he.load_public_key(bytes.fromhex(spec.he_public_key))
     dim = private_dim(manifest, spec)
     width = (int(public_key.nsquare).bit_length() + 7) // 8
-    limit = _max_bytes(manifest, spec, 8) + width * (dim + 1)
+    limit = update_max_bytes(manifest.layout) + width * (dim + 1) + 4096
     blobs: list[bytes] = []
     included: list[int] = []
     excluded: dict[int, str] = {}

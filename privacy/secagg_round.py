@@ -49,6 +49,7 @@ from privacy.secagg import (
 )
 from protocol.codec import decode_tensors, encode_tensors
 from protocol.errors import CodecError, SecAggError
+from protocol.payloads import ModelLayout, update_max_bytes
 
 __all__ = [
     "KEY_RECORD_MAGIC",
@@ -60,6 +61,7 @@ __all__ = [
     "client_masked_update",
     "client_reveal",
     "keys_in_force",
+    "max_payload_bytes",
     "peers_from_payloads",
     "unmask_round",
 ]
@@ -205,6 +207,13 @@ class MaskedUpdate:
         check_dealt(self.self_mask_shares, client, SELF_MASK, self.round, ctx, peers)
         self.next_key.check(client, self.round + 1, ctx)
         check_dealt(self.next_key.shares, client, MASK_KEY, self.round + 1, ctx, peers)
+
+
+def max_payload_bytes(layout: ModelLayout, dim: int, num_clients: int) -> int:
+    """The largest masked update a task accepts: the vector and two dealt share sets (a
+    self mask and a next key) of ``num_clients`` recipients, with headroom."""
+    per_client = 2 * (4 + 48 + 32)
+    return update_max_bytes(layout) + 4 * dim + per_client * (num_clients + 16) + 4096
 
 
 def client_key_record(secrets: ClientSecrets, round_from: int, ctx: SecAggContext) -> KeyRecord:

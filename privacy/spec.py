@@ -182,6 +182,10 @@ class PrivacySpec:
         """ε of the clip bit each client releases per round (0 without adaptive clipping)."""
         return self.clip_bit_epsilon if self.adaptive_clip else 0.0
 
+    def vector_dim(self, model_size: int) -> int:
+        """Coordinates of a client's vector in the sum modes: the model, plus the clip bit."""
+        return model_size + (1 if self.adaptive_clip else 0)
+
     def ddp(self) -> DdpParams:
         """The distributed-DP parameters (ddp modes, resolved)."""
         if not self.distributed or self.noise_multiplier is None or self.num_clients is None:
