@@ -1,4 +1,4 @@
-"""A client's part in secure aggregation and HE rounds, driven by chain state.
+"""The published material of secure-aggregation and HE rounds, and the clients' part in them.
 
 :class:`SecAggView` reads what every party of a secure-aggregation task derives from
 published material, once per round (shared by every in-process client): the registered
