@@ -41,11 +41,16 @@ PublishHook = Callable[[int, bytes], object]
 
 
 class PrivatePayloads(Protocol):
-    """Builds a client's masked (secure aggregation) or encrypted (HE) round payload from
-    its integer release; it reads the round's public context (peers' keys, the key holder's
-    public key) from the chain and content storage."""
+    """A client's part in secure aggregation or HE (``fedchain.private_view``): whether it
+    takes part in a round (secure aggregation: its mask key is in force), its masked or
+    encrypted payload of an integer release, and the records it publishes itself (keys,
+    reveals) when stepped alone."""
+
+    def takes_part(self, round_: int) -> bool: ...
 
     def payload(self, client: ClientNode, round_: int, vector: np.ndarray) -> bytes: ...
+
+    def step(self, round_: int) -> list[ClientEvent]: ...
 
 
 @dataclass
@@ -118,9 +123,13 @@ class ClientNode:
         return bool(coin.random() < self.privacy.sample_rate)
 
     def takes_part(self, round_: int) -> bool:
-        """Whether this client releases an update in ``round_``: within its privacy budget
-        and sampled (always, without privacy)."""
-        return self.privacy_allows(round_) and self.sampled(round_)
+        """Whether this client releases an update in ``round_``: within its privacy budget,
+        sampled, and (secure aggregation) a peer of the round (always, without privacy)."""
+        return (
+            self.privacy_allows(round_)
+            and self.sampled(round_)
+            and (self.private is None or self.private.takes_part(round_))
+        )
 
     def _secret(self) -> bytes:
         return bytes(self.account.key)
@@ -142,25 +151,33 @@ class ClientNode:
         """
         task = self.task
         round_ = task.current_round()
+        done = self.private.step(round_) if self.private is not None else []
         if round_ == 0 or round_ in self._submitted:
-            return []
+            return done
         if task.phase(round_) != Phase.COLLECTING or self.already_submitted(round_):
-            return []
+            return done
         if self.ready is not None and not self.ready(round_):
-            return []  # e.g. an omniscient attacker waiting to see the honest updates
+            return done  # e.g. an omniscient attacker waiting to see the honest updates
         if not self.takes_part(round_):
             self._submitted.add(round_)  # this client sits the round out
-            return [ClientEvent(round_, "skipped", {"reason": self._skip_reason(round_)})]
+            return [*done, ClientEvent(round_, "skipped", {"reason": self._skip_reason(round_)})]
         try:
-            return [self.submit_round(round_)]
+            return [*done, self.submit_round(round_)]
         except ContractRevert as exc:
             # e.g. collection closed while this client trained: the chain says what is left
             # to do, so the refusal is reported and the client re-reads it next step.
             self._submitted.add(round_)
-            return [ClientEvent(round_, "submitUpdate-refused", {"error": exc.error_name})]
+            return [
+                *done,
+                ClientEvent(round_, "submitUpdate-refused", {"error": exc.error_name}),
+            ]
 
     def _skip_reason(self, round_: int) -> str:
-        return "privacy budget exhausted" if not self.privacy_allows(round_) else "not sampled"
+        if not self.privacy_allows(round_):
+            return "privacy budget exhausted"
+        if not self.sampled(round_):
+            return "not sampled"
+        return "no mask key in force (it posts one for the next round)"
 
     def submit_round(self, round_: int) -> ClientEvent:
         """Train on the current global state and register the update for ``round_``.
