@@ -250,7 +250,7 @@ class PrivacyRecordsContract:
 
     def record_log(self, round_: int) -> tuple[int, int]:
         """The on-chain accumulator over ``round_``'s records, and their count."""
-        acc, count = self.contract.functions.recordLog(round_).call()
+        acc, count = self.chain.call(self.contract.functions.recordLog(round_))
         return int(acc), int(count)
 
     def records(self, round_: int) -> list[PrivacyRecord]:

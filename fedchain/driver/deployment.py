@@ -27,16 +27,19 @@ from adapters.chain import Chain
 from adapters.contract import TaskConfig, TaskContract
 from adapters.storage import ContentStore, LocalStore, PeerStore, open_store
 from aggregators.behaviours import HONEST, Behaviour
+from aggregators.key_holder import KeyHolderNode
 from aggregators.node import AggregatorNode
 from aggregators.registry import make_rule, rule_id
 from clients.data import DATASETS, Dataset, load_dataset, partition
 from clients.models import build_model, get_params, param_spec
-from clients.node import ClientNode
+from clients.node import ClientNode, PrivatePayloads
 from clients.training import TrainConfig
 from consensus.messages import Domain
 from fedchain.config import ROTATIONS, WEI_PER_ETH, DemoConfig, short_reason
 from fedchain.driver.engine import ModelSpec
+from fedchain.private_view import HePayloads, HeView, SecAggClient, SecAggView, private_views
 from fedchain.scenario import Scenario, client_attack_hooks
+from privacy.client_keys import ClientSecrets
 from privacy.distributed import check_ring
 from privacy.he import generate_keypair, public_key_bytes
 from privacy.spec import PrivacySpec
@@ -212,6 +215,48 @@ class Deployment:
         return PeerStore(self.node_stores[address], self.node_stores)
 
     _shared_model: Any = None
+    _private_view: Any = None
+
+    @property
+    def privacy(self) -> PrivacySpec:
+        """The task's privacy settings, as its manifest binds them."""
+        return PrivacySpec.from_manifest(self.manifest.privacy)
+
+    def private_view(self) -> SecAggView | HeView | None:
+        """The view of the task's published private material (one for every in-process
+        node), or None for a task that hides no update."""
+        if self._private_view is None:
+            self._private_view = private_views(self.task, self.store, self.manifest)
+        return self._private_view
+
+    def client_private(self, index: int) -> PrivatePayloads | None:
+        """Client ``index``'s part in secure aggregation or HE (None otherwise)."""
+        view = self.private_view()
+        if isinstance(view, SecAggView):
+            account = self.client_accounts[index]
+            registered = self.task.client_index(account.address)
+            if registered is None:
+                raise ConfigError(f"client {index} ({account.address}) is not registered")
+            secrets = ClientSecrets(bytes(account.key), self.task.address, registered)
+            return SecAggClient(view, secrets, account)
+        if isinstance(view, HeView):
+            return HePayloads(self.manifest)
+        return None
+
+    def make_key_holder(self, clock: PhaseClock) -> KeyHolderNode | None:
+        """The HE task's key holder node (None for other tasks)."""
+        if self.key_holder is None:
+            return None
+        return KeyHolderNode(
+            "key-holder",
+            self.key_holder,
+            self.task,
+            self.task.privacy_records(),
+            self.store_for(self.key_holder.address),
+            self.manifest,
+            self.he_private_key,
+            clock=clock,
+        )
 
     @property
     def colluders(self) -> frozenset[str]:
@@ -257,13 +302,20 @@ class Deployment:
             clock=clock,
             behaviour=behaviour or self.behaviour(index),
             colluders=self.colluders,
+            private=self.private_view(),
         )
 
     def make_oracle(self) -> AggregatorNode:
         """An honest re-executor used only for fault accounting (it never transacts). It
         sees the run's observer store (``store``: its own, not a peer of anyone's)."""
         return AggregatorNode(
-            "oracle", self.agg_accounts[0], self.chain, self.task, self.store, self.manifest
+            "oracle",
+            self.agg_accounts[0],
+            self.chain,
+            self.task,
+            self.store,
+            self.manifest,
+            private=self.private_view(),
         )
 
     def make_client(
@@ -308,6 +360,7 @@ class Deployment:
             payload_hook=payload_hook,
             ready=ready_hook,
             publish=publish,
+            private=self.client_private(index),
         )
 
 
