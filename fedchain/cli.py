@@ -242,6 +242,13 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
         "ring; too large for --clients is refused (%(default)s)",
     )
     g.add_argument(
+        "--reveal-window",
+        type=int,
+        default=d.reveal_window,
+        help="secagg/he: blocks of the reveal phase between attestation and aggregation, when "
+        "clients reveal shares (the HE key holder its decryption) (%(default)s)",
+    )
+    g.add_argument(
         "--he-key-bits",
         type=int,
         default=d.he_key_bits,
@@ -414,6 +421,7 @@ def _demo_config(args: argparse.Namespace) -> Any:
         dropout_fraction=args.dropout_fraction,
         ddp_scale=args.ddp_scale,
         he_key_bits=args.he_key_bits,
+        reveal_window=args.reveal_window,
         **_engine_overrides(args),
     )
 

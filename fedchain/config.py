@@ -74,6 +74,7 @@ class DemoConfig:
     clip_learning_rate: float = 0.2
     clip_bit_epsilon: float = 0.5
     he_key_bits: int = 2048
+    reveal_window: int = 3
 
     def privacy_spec(self) -> PrivacySpec:
         """The run's privacy settings as given (noise multiplier not yet derived). Under
@@ -200,6 +201,8 @@ class DemoConfig:
             raise bad(key, text.split(": ", 1)[-1]) from exc
         if self.he_key_bits < 1024:
             raise bad("he_key_bits", "must be at least 1024 (2048 recommended)")
+        if self.reveal_window < 1:
+            raise bad("reveal_window", "must be at least 1 block")
         if not spec.enabled:
             return
         if spec.hides_updates:
@@ -257,6 +260,7 @@ PRIVACY_OPTIONS = (
     ("dropout_fraction", SUM_MODES, "secagg, ddp+secagg, he or ddp+he"),
     ("ddp_scale", ("ddp+secagg", "ddp+he"), "ddp+secagg or ddp+he"),
     ("he_key_bits", ("he", "ddp+he"), "he or ddp+he"),
+    ("reveal_window", SUM_MODES, "secagg, ddp+secagg, he or ddp+he"),
 )
 PRIVACY_KEYS = (*(k for k, _, _ in PRIVACY_OPTIONS), "clip_quantile", "clip_learning_rate")
 PRIVACY_KEYS = (*PRIVACY_KEYS, "clip_bit_epsilon", "num_clients")
