@@ -27,6 +27,7 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import gmpy2
 import numpy as np
 from numpy.typing import NDArray
 from phe import paillier
@@ -237,7 +238,7 @@ def decrypt_sum(
     phi = (int(private_key.p) - 1) * (int(private_key.q) - 1)
     n_inv = pow(n, -1, phi)
     plaintexts = tuple(int(private_key.raw_decrypt(c)) for c in cts)
-    randomness = tuple(pow(c % n, n_inv, n) for c in cts)
+    randomness = tuple(int(gmpy2.powmod(c % n, n_inv, n)) for c in cts)
     total = _unpack(plaintexts, dim, summands, spec, spec.slots(pk))
     return total, DecryptionProof(plaintexts, randomness)
 
@@ -279,7 +280,7 @@ def verify_decryption(
     for c, m, r in zip(cts, proof.plaintexts, proof.randomness, strict=True):
         if not (0 <= m < n and 0 < r < n):
             return False
-        if (1 + n * m) * pow(r, n, nsq) % nsq != c:
+        if (1 + n * m) * int(gmpy2.powmod(r, n, nsq)) % nsq != c:
             return False
     expected = _unpack(proof.plaintexts, dim, summands, spec, spec.slots(public_key))
     return bool(np.array_equal(np.asarray(total, dtype=np.int64), expected))
