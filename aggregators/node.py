@@ -255,6 +255,7 @@ class AggregatorNode:
                     "honest": digest == result.digest and publication.available,
                     "included": list(result.included),
                     "excluded": {str(k): v for k, v in result.excluded.items()},
+                    "privacy": result.notes,
                 },
             )
 
