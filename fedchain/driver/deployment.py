@@ -36,7 +36,7 @@ from clients.training import TrainConfig
 from consensus.messages import Domain
 from fedchain.config import ROTATIONS, WEI_PER_ETH, DemoConfig, short_reason
 from fedchain.driver.engine import ModelSpec
-from fedchain.scenario import Scenario, client_attack_hooks
+from fedchain.scenario import Collusion, Scenario, client_attack_hooks
 from protocol.cid import content_digest
 from protocol.errors import ChainError, ConfigError, StorageError
 from protocol.fixedpoint import INT32_MAX, NumericFormat, quantise
@@ -253,7 +253,7 @@ class Deployment:
         index: int,
         clock: PhaseClock,
         *,
-        observe: Callable[[int], list[np.ndarray]],
+        collusion: Collusion,
         ready: Callable[[int], bool],
     ) -> ClientNode:
         """Client ``index``; a scenario's attack wraps its data, delta or payload."""
@@ -271,7 +271,7 @@ class Deployment:
             publish = _partial_publisher(store, attack.active, peers)
         if attack is not None:
             data, delta_hook, payload_hook = client_attack_hooks(
-                attack, data, self.layout, seed=cfg.seed * 1000 + index, observe=observe
+                attack, data, self.layout, seed=cfg.seed * 1000 + index, collusion=collusion
             )
             if attack.omniscient:
                 ready_hook = ready
