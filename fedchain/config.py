@@ -27,10 +27,11 @@ class DemoConfig:
     partition: str = "iid"
     alpha: float = 0.5
     model: str = "mlp"
-    epochs: int = 10
-    batch_size: int = 16
-    lr: float = 0.1
-    momentum: float = 0.9
+    #: local training; None = the model's default (``clients.training.MODEL_TRAINING``)
+    epochs: int | None = None
+    batch_size: int | None = None
+    lr: float | None = None
+    momentum: float | None = None
     prox_mu: float = 0.0
     rule: str = "fedavg"
     rule_params: dict[str, Any] = field(default_factory=dict)
@@ -71,8 +72,6 @@ class DemoConfig:
             "clients",
             "aggregators",
             "rounds",
-            "epochs",
-            "batch_size",
             "collect_window",
             "submit_timeout",
             "challenge_window",
@@ -81,6 +80,9 @@ class DemoConfig:
         )
         for key in positive:
             if getattr(self, key) < 1:
+                raise bad(key, "must be at least 1")
+        for key in ("epochs", "batch_size"):
+            if getattr(self, key) is not None and getattr(self, key) < 1:
                 raise bad(key, "must be at least 1")
         if self.attest_window < 0:
             raise bad("attest_window", "must be at least 0 (0 turns attestations off)")
@@ -106,9 +108,9 @@ class DemoConfig:
             )
         if not self.alpha > 0:
             raise bad("alpha", "must be positive")
-        if not self.lr > 0:
+        if self.lr is not None and not self.lr > 0:
             raise bad("lr", "must be positive")
-        if not 0 <= self.momentum < 1:
+        if self.momentum is not None and not 0 <= self.momentum < 1:
             raise bad("momentum", "must be in [0, 1)")
         if self.prox_mu < 0:
             raise bad("prox_mu", "must be >= 0")

@@ -32,7 +32,7 @@ from aggregators.registry import make_rule, rule_id
 from clients.data import DATASETS, Dataset, load_dataset, partition
 from clients.models import build_model, get_params, param_spec
 from clients.node import ClientNode
-from clients.training import TrainConfig
+from clients.training import TrainConfig, default_training
 from consensus.messages import Domain
 from fedchain.config import ROTATIONS, WEI_PER_ETH, DemoConfig, short_reason
 from fedchain.driver.engine import ModelSpec
@@ -98,14 +98,16 @@ def task_manifest(cfg: DemoConfig, train: Dataset, layout: ModelLayout) -> TaskM
 
 
 def train_config(cfg: DemoConfig) -> TrainConfig:
-    """Client training settings; FedProx's ``mu`` is a task parameter read from the rule."""
+    """Client training settings: the options given, the model's defaults for the others
+    (``clients.training.MODEL_TRAINING``); FedProx's ``mu`` is a task parameter of the rule."""
     rule_params = make_rule(cfg.rule, cfg.rule_params).params
     prox_mu = float(rule_params["mu"]) if cfg.rule == "fedprox" else cfg.prox_mu
+    base = default_training(cfg.model)
     return TrainConfig(
-        epochs=cfg.epochs,
-        batch_size=cfg.batch_size,
-        lr=cfg.lr,
-        momentum=cfg.momentum,
+        epochs=base.epochs if cfg.epochs is None else cfg.epochs,
+        batch_size=base.batch_size if cfg.batch_size is None else cfg.batch_size,
+        lr=base.lr if cfg.lr is None else cfg.lr,
+        momentum=base.momentum if cfg.momentum is None else cfg.momentum,
         prox_mu=prox_mu,
         seed=cfg.seed,
     )
