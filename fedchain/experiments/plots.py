@@ -297,6 +297,9 @@ def rounds(
         label = ", ".join(value_label(a, v) for a, v in zip(varying, key, strict=True))
         (line,) = ax.plot(xs, mean, styles[idx // 10 % 4], marker=".", label=label or "all")
         ax.fill_between(xs, mean - ci, mean + ci, color=line.get_color(), alpha=0.15)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("round" if series_name == "accuracy_per_round" else "epoch")
     ax.set_ylabel(metric_label(series_name))
     ax.set_ylim(0.0, 1.0)
