@@ -89,7 +89,9 @@ def test_colluding_update_defaults_m_and_n_for_alie():
     want = s.mean(axis=0) - alie_z(20, 4) * s.std(axis=0)
     np.testing.assert_allclose(out["w"], want.astype(np.float32))
     fixed_z = colluding_update("alie", honest, num_colluders=4, num_clients=20, z=1.5)
-    np.testing.assert_allclose(fixed_z["w"], (s.mean(axis=0) - 1.5 * s.std(axis=0)).astype(np.float32))
+    np.testing.assert_allclose(
+        fixed_z["w"], (s.mean(axis=0) - 1.5 * s.std(axis=0)).astype(np.float32)
+    )
     with pytest.raises(ConfigError, match="not an omniscient"):
         colluding_update("sign_flip", honest, num_colluders=4, num_clients=20)
 

@@ -51,7 +51,7 @@ def robustness(quick: bool) -> ExperimentSpec:
     else:
         fixed = {"clients": 20, "rounds": 15, "byzantine": 0.2, **LEAN_PROTOCOL}
         axes = {"attack": ATTACKS, "rule": RULES}
-        seeds = (0, 1, 2)
+        seeds = (0, 1)
     return ExperimentSpec(
         name="robustness",
         kind="fedchain",
@@ -87,7 +87,7 @@ def collusion(quick: bool) -> ExperimentSpec:
     else:
         fixed = {"clients": 20, "rounds": 15, "byzantine": 0.2, "rule": "fedavg"}
         axes = {"attack": (IPM_LARGE, IPM_SMALL, "alie"), "collusion": ("paper", "sequential")}
-        seeds = (0, 1, 2)
+        seeds = (0, 1)
     return ExperimentSpec(
         name="collusion",
         kind="fedchain",
@@ -114,7 +114,7 @@ def clients(quick: bool) -> ExperimentSpec:
         axes: dict[str, tuple[Any, ...]] = {"clients": (4, 16), "privacy": ("none",)}
         seeds: tuple[int, ...] = (0, 1)
     else:
-        fixed = {"dataset": "mixture", "rounds": 10}
+        fixed = {"dataset": "mixture", "rounds": 5}
         axes = {"clients": (5, 10, 20, 50, 100, 200), "privacy": ("none",)}
         seeds = (0, 1, 2)
     return ExperimentSpec(
@@ -191,7 +191,7 @@ def models(quick: bool) -> ExperimentSpec:
     else:
         fixed = {"clients": 10, "rounds": 5}
         axes = {"model": ("logreg", "mlp", "cnn", "mlp-wide"), "kind": ("fedchain", "centralized")}
-        seeds = (0, 1, 2)
+        seeds = (0, 1)
     return ExperimentSpec(
         name="models",
         kind="fedchain",
@@ -279,7 +279,7 @@ def _clients_findings(spec: ExperimentSpec, rows: Sequence[Mapping[str, Any]]) -
 
 def _recovery_findings(spec: ExperimentSpec, rows: Sequence[Mapping[str, Any]]) -> list[str]:
     out = []
-    psnr = group_rows(rows, ["defence"])
+    psnr = group_rows(rows, ["defence"], spec.axes)
     for (defence,), members in psnr.items():
         p = describe(r.get("psnr") for r in members)
         s = describe(r.get("ssim") for r in members)

@@ -30,6 +30,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -330,6 +331,7 @@ def run_experiment(
         if stop_after and ran >= stop_after and left:
             raise KeyboardInterrupt
 
+    previous = _terminate_as_interrupt()
     try:
         if jobs == 1:
             for unit in todo:
@@ -347,6 +349,9 @@ def run_experiment(
     except BaseException:
         exp.write_meta("failed", reused + ran)
         raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     rows = exp.write_csv()
     if status == "finished":
         from fedchain.experiments.report import write_report
@@ -365,6 +370,20 @@ def run_experiment(
             f"-> {directory / 'summary.md'}"
         )
     return ExperimentRun(directory, rows, status, ran, reused, wall)
+
+
+def _terminate_as_interrupt() -> Any:
+    """SIGTERM (``kill PID``) stops an experiment like Ctrl-C: marked interrupted, workers
+    stopped, finished units kept. Returns the previous handler (None off the main thread)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, handler)
 
 
 def _run_parallel(

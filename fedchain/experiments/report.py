@@ -72,7 +72,7 @@ def summary_markdown(
     shown = [m for m in metrics if any(r.get(m) not in (None, "") for r in rows)]
     lines.append("| " + " | ".join([*axes, *[metric_label(m) for m in shown]]) + " |")
     lines.append("|" + "---|" * (len(axes) + len(shown)))
-    for key, members in group_rows(rows, axes).items():
+    for key, members in group_rows(rows, axes, spec.axes).items():
         cells = [value_label(a, v) for a, v in zip(axes, key, strict=True)]
         for m in shown:
             digits = 3 if m in ("final_accuracy", "ssim", "label_accuracy", "final_loss") else 1

@@ -64,13 +64,23 @@ def _nan(v: Any) -> bool:
 
 
 def group_rows(
-    rows: Sequence[Mapping[str, Any]], keys: Sequence[str]
+    rows: Sequence[Mapping[str, Any]],
+    keys: Sequence[str],
+    order: Mapping[str, Sequence[Any]] | None = None,
 ) -> dict[tuple[Any, ...], list[Mapping[str, Any]]]:
-    """Rows grouped by their values of ``keys`` (first-seen order kept)."""
+    """Rows grouped by their values of ``keys``: in the order of ``order``'s value lists
+    (an experiment's axes) where given, else in first-seen order."""
     groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for r in rows:
         groups.setdefault(tuple(_hashable(r.get(k)) for k in keys), []).append(r)
-    return groups
+    if not order:
+        return groups
+    ranks = {k: {_hashable(v): i for i, v in enumerate(order.get(k, ()))} for k in keys}
+
+    def rank(key: tuple[Any, ...]) -> tuple[int, ...]:
+        return tuple(ranks[k].get(v, len(ranks[k])) for k, v in zip(keys, key, strict=True))
+
+    return dict(sorted(groups.items(), key=lambda kv: rank(kv[0])))
 
 
 def _hashable(v: Any) -> Any:
