@@ -191,7 +191,7 @@ def models(quick: bool) -> ExperimentSpec:
         }
         seeds: tuple[int, ...] = (0,)
     else:
-        fixed = {"clients": 10, "rounds": 5}
+        fixed = {"clients": 10, "rounds": 5, **LEAN_PROTOCOL}
         axes = {"model": ("logreg", "mlp", "cnn", "mlp-wide"), "kind": ("fedchain", "centralized")}
         seeds = (0, 1)
     return ExperimentSpec(
@@ -203,7 +203,8 @@ def models(quick: bool) -> ExperimentSpec:
         title="Per-model training defaults: federated vs centralized",
         description=(
             "Each model with its default local training (clients.training.MODEL_TRAINING): "
-            "the fedchain demo (10 IID digits clients, FedAvg, 4 aggregators) next to the "
+            "10 IID digits clients, FedAvg, 5 rounds (one aggregator: the committee does not "
+            "change the model) next to the "
             "same architecture and optimiser trained centrally on the union of the clients' "
             "data for rounds x epochs epochs."
         ),
