@@ -61,7 +61,7 @@ __all__ = [
 #: over rounds for selected cells), ``bars`` (metrics per x value, 95 % CI bars), ``images``
 #: (recovery cells' reconstructions next to the originals).
 PLOT_KINDS = ("heatmap", "lines", "rounds", "bars", "images")
-PLOT_KEYS: dict[str, type | tuple[type, ...]] = {
+PLOT_KEYS: dict[str, type] = {
     "kind": str,
     "x": str,
     "y": str,
@@ -217,7 +217,7 @@ def _plot(table: Mapping[str, Any], where: str, default_metric: str) -> PlotSpec
         want = PLOT_KEYS[key]
         if not isinstance(value, want) or isinstance(value, bool) != (want is bool):
             word = {str: "a string", list: "a list", dict: "a table", bool: "true or false"}
-            raise ConfigError(f"{where} {key} = {value!r}: expected {word.get(want, want)}")
+            raise ConfigError(f"{where} {key} = {value!r}: expected {word[want]}")
     kind = table.get("kind")
     if kind not in PLOT_KINDS:
         raise ConfigError(f"{where} kind = {kind!r}: expected one of {list(PLOT_KINDS)}")

@@ -110,6 +110,22 @@ def check_params(params: Mapping[str, Any], label: Callable[[str, Any], str]) ->
             raise ConfigError(f"{label(key, params.get(key))}: must be >= 1")
 
 
+def _psnr(original: np.ndarray, recon: np.ndarray) -> float:
+    """PSNR in dB for pixels in [0, 1] (scikit-image)."""
+    from skimage.metrics import peak_signal_noise_ratio
+
+    return float(peak_signal_noise_ratio(original, recon, data_range=1.0))  # type: ignore[no-untyped-call]
+
+
+def _ssim(original: np.ndarray, recon: np.ndarray) -> float:
+    """SSIM for pixels in [0, 1] with a 3x3 window (8x8 images; scikit-image)."""
+    from skimage.metrics import structural_similarity
+
+    return float(
+        structural_similarity(original, recon, data_range=1.0, win_size=3)  # type: ignore[no-untyped-call]
+    )
+
+
 def _label_counts(bias_grad: np.ndarray, total: int, per_client: int) -> list[int]:
     """iDLG labels: the sign rule for one image, a count estimate for a batch."""
     c = bias_grad.shape[0]
@@ -126,7 +142,6 @@ def _label_counts(bias_grad: np.ndarray, total: int, per_client: int) -> list[in
 def run_recovery(params: Mapping[str, Any], seed: int, unit_dir: Path) -> dict[str, Any]:
     """One gradient-inversion attack (see the module docstring); saves the images."""
     import torch
-    from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
     from clients.data import load_digits
     from clients.models import build_model, get_params
@@ -221,10 +236,10 @@ def run_recovery(params: Mapping[str, Any], seed: int, unit_dir: Path) -> dict[s
             def closure(dummy: torch.Tensor = dummy, opt: Any = opt) -> torch.Tensor:
                 opt.zero_grad()
                 diff = mismatch(dummy)
-                diff.backward()
+                torch.autograd.backward(diff)
                 return diff
 
-            opt.step(closure)
+            opt.step(closure)  # type: ignore[no-untyped-call]
             final = float(mismatch(dummy).detach())
             if best is None or final < best[0]:
                 best = (final, dummy.detach().clamp(0, 1).numpy())
@@ -233,18 +248,11 @@ def run_recovery(params: Mapping[str, Any], seed: int, unit_dir: Path) -> dict[s
     originals = truth.x
     best_psnr, best_ssim, best_idx = [], [], []
     for img in originals:
-        scores = [
-            peak_signal_noise_ratio(img.squeeze(), r.squeeze(), data_range=1.0) for r in recon
-        ]
+        scores = [_psnr(img.squeeze(), r.squeeze()) for r in recon]
         j = int(np.argmax(scores))
         best_idx.append(j)
         best_psnr.append(min(float(scores[j]), 100.0))
-        best_ssim.append(
-            max(
-                float(structural_similarity(img.squeeze(), r.squeeze(), data_range=1.0, win_size=3))
-                for r in recon
-            )
-        )
+        best_ssim.append(max(_ssim(img.squeeze(), r.squeeze()) for r in recon))
     recovered = list(labels.numpy())
     hits = 0
     for y in truth.y:
