@@ -49,9 +49,10 @@ def robustness(quick: bool) -> ExperimentSpec:
         axes = {"attack": ("sign_flip(scale=4.0)", IPM_LARGE), "rule": ("fedavg", "median", "krum")}
         seeds: tuple[int, ...] = (0, 1)
     else:
-        # 10 rounds of 5 local epochs (not the demo's 10): the grid's 96 runs share a
-        # 2-core machine; the issue's own setting (15 rounds) is the collusion experiment's
-        fixed = {"clients": 20, "rounds": 10, "epochs": 5, "byzantine": 0.2, **LEAN_PROTOCOL}
+        # 15 clients (3 Byzantine: Bulyan's n >= 4f + 3 holds exactly), 8 rounds of 5 local
+        # epochs: the grid's 96 runs share a 2-core machine; the issue's own setting (20
+        # clients, 15 rounds, 10 epochs) is the collusion experiment's
+        fixed = {"clients": 15, "rounds": 8, "epochs": 5, "byzantine": 0.2, **LEAN_PROTOCOL}
         axes = {"attack": ATTACKS, "rule": RULES}
         seeds = (0, 1)
     return ExperimentSpec(
@@ -88,7 +89,7 @@ def collusion(quick: bool) -> ExperimentSpec:
         seeds: tuple[int, ...] = (0,)
     else:
         fixed = {"clients": 20, "rounds": 15, "byzantine": 0.2, "rule": "fedavg"}
-        axes = {"attack": (IPM_LARGE, IPM_SMALL, "alie"), "collusion": ("paper", "sequential")}
+        axes = {"attack": (IPM_LARGE,), "collusion": ("paper", "sequential")}
         seeds = (0, 1)
     return ExperimentSpec(
         name="collusion",

@@ -167,7 +167,8 @@ class _Experiment:
         self.spec = spec
         self.dir = directory
         self.meta = dict(meta)
-        self.units = [Unit(c, s) for c in spec.cells() for s in spec.seeds]
+        # seed by seed: an experiment stopped early still has every cell for its first seeds
+        self.units = [Unit(c, s) for s in spec.seeds for c in spec.cells()]
 
     def prepare(self) -> None:
         """Create or adopt the directory (refusing one that holds another grid)."""
