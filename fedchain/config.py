@@ -6,6 +6,7 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from aggregators.registry import make_rule
@@ -191,6 +192,26 @@ def check_types(obj: Any, label: typing.Callable[[str, Any], str]) -> None:
         value = getattr(obj, f.name)
         if not value_matches(value, hints[f.name]):
             raise ConfigError(f"{label(f.name, value)}: expected {_describe(hints[f.name])}")
+
+
+def read_toml(path: str | Path, what: str) -> dict[str, Any]:
+    """Parse a TOML file; every way it can fail is one ``ConfigError`` naming ``what`` and
+    the path (``scenario 'x.toml': no such file``)."""
+    import tomllib
+
+    p = Path(path)
+    try:
+        return tomllib.loads(p.read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{what} {str(p)!r}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"{what} {str(p)!r}: is a directory, not a TOML file") from exc
+    except PermissionError as exc:
+        raise ConfigError(f"{what} {str(p)!r}: permission denied") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what} {str(p)!r}: not a UTF-8 text file") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{what} {str(p)!r}: invalid TOML: {exc}") from exc
 
 
 def short_reason(exc: BaseException) -> str:

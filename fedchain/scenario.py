@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import tomllib
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -59,7 +58,7 @@ import numpy as np
 from aggregators.behaviours import TAMPERS, Behaviour
 from clients.data import Dataset
 from clients.node import DeltaHook, PayloadHook
-from fedchain.config import DemoConfig, check_types, value_matches
+from fedchain.config import DemoConfig, check_types, read_toml, value_matches
 from protocol.errors import ConfigError
 from protocol.payloads import ModelLayout, encode_update
 
@@ -389,20 +388,8 @@ def check_expectations(
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario TOML file."""
-    p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text())
-    except FileNotFoundError as exc:
-        raise ConfigError(f"scenario {str(p)!r}: no such file") from exc
-    except IsADirectoryError as exc:
-        raise ConfigError(f"scenario {str(p)!r}: is a directory, not a TOML file") from exc
-    except PermissionError as exc:
-        raise ConfigError(f"scenario {str(p)!r}: permission denied") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"scenario {str(p)!r}: not a UTF-8 text file") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"scenario {str(p)!r}: invalid TOML: {exc}") from exc
-    return scenario_from_dict(data, str(p))
+    data = read_toml(path, "scenario")
+    return scenario_from_dict(data, str(path))
 
 
 #: The round's registered updates as (client address, real-valued flat delta), read from the

@@ -303,20 +303,9 @@ def spec_from_dict(data: Mapping[str, Any], source: str) -> ExperimentSpec:
 
 def load_grid(path: str | Path) -> ExperimentSpec:
     """Read a grid TOML file (structure checked; values are checked by the cell kind)."""
-    p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text())
-    except FileNotFoundError as exc:
-        raise ConfigError(f"grid {str(p)!r}: no such file") from exc
-    except IsADirectoryError as exc:
-        raise ConfigError(f"grid {str(p)!r}: is a directory, not a TOML file") from exc
-    except PermissionError as exc:
-        raise ConfigError(f"grid {str(p)!r}: permission denied") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"grid {str(p)!r}: not a UTF-8 text file") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"grid {str(p)!r}: invalid TOML: {exc}") from exc
-    return spec_from_dict(data, str(p))
+    from fedchain.config import read_toml
+
+    return spec_from_dict(read_toml(path, "grid"), str(path))
 
 
 def select_rows(rows: Sequence[Mapping[str, Any]], select: Mapping[str, Any]) -> list[Any]:

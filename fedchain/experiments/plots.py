@@ -202,6 +202,59 @@ def _key(*values: Any) -> tuple[Any, ...]:
     return tuple(json.dumps(v, sort_keys=True) if isinstance(v, list | dict) else v for v in values)
 
 
+def _stats_by_series(
+    rows: Sequence[Mapping[str, Any]], plot: PlotSpec, xs: Sequence[Any], series: Sequence[Any]
+) -> list[tuple[Any, dict[str, list[Any]]]]:
+    """For each series value, each metric's :class:`Stat` at every x value."""
+    assert plot.x
+    out = []
+    for s in series:
+        sub = (
+            rows
+            if s is None
+            else [r for r in rows if _key(r.get(plot.series or ""))[0] == _key(s)[0]]
+        )
+        groups = group_rows(sub, [plot.x])
+        out.append(
+            (
+                s,
+                {
+                    m: [describe(r.get(m) for r in groups.get(_key(xv), [])) for xv in xs]
+                    for m in plot.metrics
+                },
+            )
+        )
+    return out
+
+
+def _panels(
+    rows: Sequence[Mapping[str, Any]],
+    plot: PlotSpec,
+    axes: Mapping[str, Sequence[Any]],
+    width: float,
+    height: float,
+) -> tuple[list[Any], list[Any], Any, Any]:
+    """x values, series values, and a figure with one panel per metric."""
+    assert plot.x
+    xs = _order(rows, plot.x, axes)
+    series = _order(rows, plot.series, axes) if plot.series else [None]
+    _style()
+    n = len(plot.metrics)
+    fig, panels = plt.subplots(1, n, figsize=(width * n, height), squeeze=False)
+    return xs, series, fig, panels[0]
+
+
+def _finish_panel(ax: Any, plot: PlotSpec, metric: str, series: Sequence[Any]) -> None:
+    ax.set_xlabel(axis_label(plot.x or ""))
+    ax.set_ylabel(metric_label(metric))
+    if list(series) != [None]:
+        ax.legend(title=axis_label(plot.series or ""))
+
+
+def _ci(stat: Any) -> float:
+    return 0.0 if math.isnan(stat.ci95) else float(stat.ci95)
+
+
 def lines(
     rows: Sequence[Mapping[str, Any]],
     plot: PlotSpec,
@@ -210,37 +263,27 @@ def lines(
     title: str,
 ) -> Path:
     """Each metric (one panel each) against a numeric x, one line per series value."""
-    assert plot.x
-    xs = _order(rows, plot.x, axes)
-    series = _order(rows, plot.series, axes) if plot.series else [None]
-    _style()
-    n = len(plot.metrics)
-    fig, panels = plt.subplots(1, n, figsize=(4.2 * n, 3.4), squeeze=False)
+    xs, series, fig, panels = _panels(rows, plot, axes, 4.2, 3.4)
     numeric = all(isinstance(x, int | float) and not isinstance(x, bool) for x in xs)
     logx = (
         plot.logx
         if plot.logx is not None
         else (numeric and len(xs) > 2 and min(xs) > 0 and max(xs) / min(xs) >= 10)
     )
-    for ax, metric in zip(panels[0], plot.metrics, strict=True):
-        for s in series:
-            sub = (
-                rows
-                if s is None
-                else [r for r in rows if _key(r.get(plot.series or ""))[0] == _key(s)[0]]
-            )
-            groups = group_rows(sub, [plot.x])
-            pts = []
-            for i, xv in enumerate(xs):
-                st = describe(r.get(metric) for r in groups.get(_key(xv), []))
-                if st.n:
-                    pts.append((xv if numeric else i, st))
+    stats = _stats_by_series(rows, plot, xs, series)
+    for ax, metric in zip(panels, plot.metrics, strict=True):
+        for s, by_metric in stats:
+            pts = [
+                (xv if numeric else i, st)
+                for i, (xv, st) in enumerate(zip(xs, by_metric[metric], strict=True))
+                if st.n
+            ]
             if not pts:
                 continue
             ax.errorbar(
                 [p[0] for p in pts],
                 [p[1].mean for p in pts],
-                yerr=[0.0 if math.isnan(p[1].ci95) else p[1].ci95 for p in pts],
+                yerr=[_ci(p[1]) for p in pts],
                 marker="o",
                 capsize=3,
                 label=None if s is None else value_label(plot.series or "", s),
@@ -252,12 +295,9 @@ def lines(
             ax.minorticks_off()
         else:
             ax.set_xticks(
-                range(len(xs)), [value_label(plot.x, v) for v in xs], rotation=30, ha="right"
+                range(len(xs)), [value_label(plot.x or "", v) for v in xs], rotation=30, ha="right"
             )
-        ax.set_xlabel(axis_label(plot.x))
-        ax.set_ylabel(metric_label(metric))
-        if len(series) > 1 or series != [None]:
-            ax.legend(title=axis_label(plot.series or ""))
+        _finish_panel(ax, plot, metric, series)
     fig.suptitle(title + " (mean, 95 % CI over seeds)")
     fig.tight_layout(rect=(0, 0, 1, 0.94))
     return _save(fig, path)
@@ -316,38 +356,25 @@ def bars(
     title: str,
 ) -> Path:
     """Each metric (one panel each) per x value, grouped by series, 95 % CI error bars."""
-    assert plot.x
-    xs = _order(rows, plot.x, axes)
-    series = _order(rows, plot.series, axes) if plot.series else [None]
-    _style()
-    n = len(plot.metrics)
-    fig, panels = plt.subplots(
-        1, n, figsize=(max(4.5, 0.9 * len(xs) + 1.5) * n, 3.6), squeeze=False
-    )
+    n_x = len(_order(rows, plot.x or "", axes))
+    xs, series, fig, panels = _panels(rows, plot, axes, max(4.5, 0.9 * n_x + 1.5), 3.6)
     width = 0.8 / len(series)
-    for ax, metric in zip(panels[0], plot.metrics, strict=True):
-        for si, s in enumerate(series):
-            sub = (
-                rows
-                if s is None
-                else [r for r in rows if _key(r.get(plot.series or ""))[0] == _key(s)[0]]
-            )
-            groups = group_rows(sub, [plot.x])
-            st = [describe(r.get(metric) for r in groups.get(_key(xv), [])) for xv in xs]
-            pos = np.arange(len(xs)) + (si - (len(series) - 1) / 2) * width
+    stats = _stats_by_series(rows, plot, xs, series)
+    for ax, metric in zip(panels, plot.metrics, strict=True):
+        for si, (s, by_metric) in enumerate(stats):
+            st = by_metric[metric]
             ax.bar(
-                pos,
+                np.arange(len(xs)) + (si - (len(series) - 1) / 2) * width,
                 [x.mean for x in st],
                 width,
-                yerr=[0.0 if math.isnan(x.ci95) else x.ci95 for x in st],
+                yerr=[_ci(x) for x in st],
                 capsize=3,
                 label=None if s is None else value_label(plot.series or "", s),
             )
-        ax.set_xticks(range(len(xs)), [value_label(plot.x, v) for v in xs], rotation=30, ha="right")
-        ax.set_xlabel(axis_label(plot.x))
-        ax.set_ylabel(metric_label(metric))
-        if series != [None]:
-            ax.legend(title=axis_label(plot.series or ""))
+        ax.set_xticks(
+            range(len(xs)), [value_label(plot.x or "", v) for v in xs], rotation=30, ha="right"
+        )
+        _finish_panel(ax, plot, metric, series)
     fig.suptitle(title + " (mean, 95 % CI over seeds)")
     fig.tight_layout(rect=(0, 0, 1, 0.94))
     return _save(fig, path)
