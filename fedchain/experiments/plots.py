@@ -318,13 +318,18 @@ def rounds(
     title: str,
     series_name: str = "accuracy_per_round",
 ) -> Path:
-    """Accuracy over rounds: one line per selected cell (mean, 95 % CI band over seeds)."""
+    """Accuracy over rounds, one colour per selected cell: the mean over seeds, and the
+    95 % CI band (more than 3 seeds) or every seed's own curve (thin, up to 3 seeds: a
+    t interval from 2 or 3 values is too wide to read)."""
+    from matplotlib.ticker import MaxNLocator
+
     sub = select_rows(rows, plot.select) if plot.select else list(rows)
     varying = [a for a in axes if len({_key(r.get(a)) for r in sub}) > 1 and a != "seed"]
-    groups = group_rows(sub, varying)
+    groups = group_rows(sub, varying, axes)
     _style()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     styles = ["-", "--", ":", "-."]
+    seeds = len({r.get("seed") for r in sub})
     for idx, (key, members) in enumerate(groups.items()):
         curves = [_series_of(r, series_name) for r in members]
         length = max((len(c) for c in curves), default=0)
@@ -333,18 +338,23 @@ def rounds(
         stats = [describe(c[t] for c in curves if t < len(c)) for t in range(length)]
         xs = np.arange(1, length + 1)
         mean = np.array([s.mean for s in stats])
-        ci = np.array([0.0 if math.isnan(s.ci95) else s.ci95 for s in stats])
         label = ", ".join(value_label(a, v) for a, v in zip(varying, key, strict=True))
-        (line,) = ax.plot(xs, mean, styles[idx // 10 % 4], marker=".", label=label or "all")
-        ax.fill_between(xs, mean - ci, mean + ci, color=line.get_color(), alpha=0.15)
-    from matplotlib.ticker import MaxNLocator
-
+        (line,) = ax.plot(
+            xs, mean, styles[idx // 10 % 4], marker=".", linewidth=2, label=label or "all"
+        )
+        if seeds > 3:
+            ci = np.array([_ci(s) for s in stats])
+            ax.fill_between(xs, mean - ci, mean + ci, color=line.get_color(), alpha=0.15)
+        else:
+            for c in curves:
+                ax.plot(np.arange(1, len(c) + 1), c, color=line.get_color(), lw=0.7, alpha=0.5)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("round" if series_name == "accuracy_per_round" else "epoch")
     ax.set_ylabel(metric_label(series_name))
     ax.set_ylim(0.0, 1.0)
-    ax.set_title(title + " (mean, 95 % CI band over seeds)")
-    ax.legend(loc="best", fontsize=8)
+    spread = "95 % CI band" if seeds > 3 else "thin: each seed"
+    ax.set_title(f"{title} (mean of {seeds} seeds; {spread})")
+    ax.legend(loc="best", fontsize=8, title=", ".join(axis_label(a) for a in varying) or None)
     return _save(fig, path)
 
 
