@@ -645,8 +645,8 @@ EXPERIMENT_EPILOG = """\
 builtin experiments:
   robustness  Byzantine clients (sign flip, scaling, Gaussian, label flip, ALIE, IPM
               eps 0.1 and 10) x rules (FedAvg, Median, Trimmed mean, Krum, Multi-Krum,
-              Bulyan) at 20 %% Byzantine clients: final-accuracy heatmap, accuracy over rounds
-  collusion   FedAvg under IPM/ALIE: the papers' collusion model vs sequential crafting
+              Bulyan) at 20 % Byzantine clients: final-accuracy heatmap, accuracy over rounds
+  collusion   FedAvg under IPM eps 10: the papers' collusion model vs sequential crafting
   clients     accuracy, wall time per round and gas per round against K clients
   recovery    gradient inversion (DLG + iDLG) by an aggregator, per defence: PSNR, SSIM
   models      each model's federated accuracy next to its centralized baseline
@@ -670,7 +670,7 @@ def _add_experiment_parser(sub: Any) -> None:
         "gradient-inversion attack) over several seeds, with progress and ETA. Finished "
         "cells are kept: an interrupted experiment resumes where it stopped when the same "
         "command is run again. Writes cells.csv (one row per cell and seed), figures "
-        "(matplotlib PNG with 95 %% confidence intervals) and summary.md (mean ± std, 95 %% "
+        "(matplotlib PNG with 95 % confidence intervals) and summary.md (mean ± std, 95 % "
         "CI, key findings).",
         epilog=EXPERIMENT_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
