@@ -300,22 +300,36 @@ def _models_findings(spec: ExperimentSpec, rows: Sequence[Mapping[str, Any]]) ->
     out = []
     for model in spec.axes["model"]:
         fed, cen = acc.get((model, "fedchain")), acc.get((model, "centralized"))
-        curves = [
-            r.get("accuracy_per_round")
-            for r in rows
-            if r.get("model") == model and r.get("kind") == "fedchain"
-        ]
+        mine = [r for r in rows if r.get("model") == model]
         drops = [
             max((c[i] - c[i + 1] for i in range(len(c) - 1)), default=0.0)
-            for c in curves
-            if isinstance(c, list)
+            for r in mine
+            if r.get("kind") == "fedchain" and isinstance(c := r.get("accuracy_per_round"), list)
+        ]
+        peaks = [
+            max(c)
+            for r in mine
+            if r.get("kind") == "centralized" and isinstance(c := r.get("accuracy_per_epoch"), list)
+        ]
+        collapsed = [
+            f"seed {r['seed']} fell to {r['final_accuracy']:.3f} after peaking at "
+            f"{max(r['accuracy_per_epoch']):.3f}"
+            for r in mine
+            if r.get("kind") == "centralized"
+            and isinstance(r.get("accuracy_per_epoch"), list)
+            and max(r["accuracy_per_epoch"]) - r["final_accuracy"] > 0.2
         ]
         out.append(
-            f"{model}: federated {fed if fed is None else f'{fed:.3f}'}, centralized "
-            f"{cen if cen is None else f'{cen:.3f}'}; largest round-to-round drop "
-            f"{max(drops, default=0.0):.3f}"
+            f"{model}: federated {_fmt(fed)} (largest round-to-round drop "
+            f"{max(drops, default=0.0):.3f}), centralized {_fmt(cen)} (peak "
+            f"{_fmt(sum(peaks) / len(peaks) if peaks else None)})"
+            + (f"; centralized {', '.join(collapsed)}" if collapsed else "")
         )
     return out
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def _collusion_findings(spec: ExperimentSpec, rows: Sequence[Mapping[str, Any]]) -> list[str]:
