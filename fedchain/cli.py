@@ -361,6 +361,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         progress=Progress(quiet=args.quiet),
         command=["fedchain", "experiment", *sys.argv[2:]],
         quick=args.quick,
+        report_only=args.report_only,
     )
     if args.json:
         from fedchain.experiments.stats import describe, group_rows
@@ -402,6 +403,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
                 default=str,
             )
         )
+    if args.report_only:
+        return 0
     return 0 if result.status == "finished" else 130
 
 
@@ -696,6 +699,12 @@ def _add_experiment_parser(sub: Any) -> None:
         default=1,
         help="units run in parallel worker processes (%(default)s); each unit is "
         "single-threaded, so more than the free cores only adds contention",
+    )
+    ex.add_argument(
+        "--report-only",
+        action="store_true",
+        help="run nothing: write cells.csv, figures and summary.md from the units finished so "
+        "far (e.g. of an interrupted grid)",
     )
     ex.add_argument("--quiet", action="store_true", help="no progress output")
     ex.add_argument(

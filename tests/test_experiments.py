@@ -70,6 +70,13 @@ def test_interrupted_experiment_resumes_without_redoing_finished_units(tmp_path)
     assert meta["finished"] is None
     before = _results(out)
     assert len(before) == 2
+    # figures and a summary of what finished, without running anything
+    report = _cli(str(grid), "--out", str(out), "--report-only")
+    assert report.returncode == 0, report.stderr
+    assert "Partial: 2 of 6 units finished" in (out / "summary.md").read_text()
+    assert list((out / "figures").glob("*.png"))
+    assert json.loads((out / "experiment.json").read_text())["status"] == "interrupted"
+    assert _results(out) == before
     # an interrupted unit: its directory exists, its result.json does not
     cells = sorted(p for p in (out / "cells").iterdir() if p.is_dir())
     partial = cells[-1] / "seed-2"
@@ -179,6 +186,7 @@ def test_bad_grid_is_one_line_exit_2(tmp_path, capsys, text, pattern):
         (["robustness", "--seeds", "a,b"], r"--seeds 'a,b': expected a count"),
         (["robustness", "--seeds", "0"], r"--seeds '0'"),
         (["robustness", "--jobs", "0"], r"--jobs 0: must be at least 1"),
+        (["robustness", "--report-only"], r"--report-only: .* holds no experiment"),
     ],
 )
 def test_bad_options_are_one_line(tmp_path, capsys, args, pattern):

@@ -256,6 +256,7 @@ def run_experiment(
     command: Sequence[str] | None = None,
     on_unit: Callable[[dict[str, Any]], None] | None = None,
     quick: bool = False,
+    report_only: bool = False,
 ) -> ExperimentRun:
     """Run every unfinished unit of ``spec`` into ``out``, then write CSV, figures, summary.
 
@@ -285,7 +286,11 @@ def run_experiment(
         "runs": [{"started": _now(), "command": list(command or sys.argv), "jobs": jobs}],
     }
     exp = _Experiment(spec, directory, meta)
+    if report_only and not (directory / "experiment.json").exists():
+        raise ConfigError(f"--report-only: {str(directory)!r} holds no experiment to report on")
     exp.prepare()
+    if report_only:
+        return _report_only(spec, exp, p)
     todo = [u for u in exp.units if not exp.done(u)]
     reused = len(exp.units) - len(todo)
     for unit in todo:  # an interrupted unit leaves a directory without result.json: redo it
@@ -371,6 +376,31 @@ def run_experiment(
             f"-> {directory / 'summary.md'}"
         )
     return ExperimentRun(directory, rows, status, ran, reused, wall)
+
+
+def _report_only(spec: ExperimentSpec, exp: _Experiment, p: Progress) -> ExperimentRun:
+    """Figures, summary and cells.csv from the finished units only; nothing runs and the
+    status stays what it was (an interrupted grid stays interrupted)."""
+    from fedchain.experiments.report import write_report
+
+    rows = exp.write_csv()
+    if not rows:
+        raise ConfigError(f"--report-only: no finished unit in {str(exp.dir)!r}")
+    write_report(spec, exp.dir, rows)
+    status = str(json.loads((exp.dir / "experiment.json").read_text()).get("status"))
+    if len(rows) < len(exp.units):
+        summary = exp.dir / "summary.md"
+        title, _, rest = summary.read_text().partition("\n")
+        note = (
+            f"\n> Partial: {len(rows)} of {len(exp.units)} units finished (experiment "
+            f"{status}); statistics are over the finished seeds of each cell.\n"
+        )
+        summary.write_text(title + "\n" + note + rest)
+    p.line(
+        f"report of {len(rows)}/{len(exp.units)} finished units ({status}) -> "
+        f"{exp.dir / 'summary.md'}"
+    )
+    return ExperimentRun(exp.dir, rows, status, 0, len(rows), 0.0)
 
 
 def _terminate_as_interrupt() -> Any:
