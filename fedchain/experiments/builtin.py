@@ -302,7 +302,7 @@ def _models_findings(spec: ExperimentSpec, rows: Sequence[Mapping[str, Any]]) ->
         fed, cen = acc.get((model, "fedchain")), acc.get((model, "centralized"))
         mine = [r for r in rows if r.get("model") == model]
         drops = [
-            max((c[i] - c[i + 1] for i in range(len(c) - 1)), default=0.0)
+            max([0.0, *(c[i] - c[i + 1] for i in range(len(c) - 1))])
             for r in mine
             if r.get("kind") == "fedchain" and isinstance(c := r.get("accuracy_per_round"), list)
         ]

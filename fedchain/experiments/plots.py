@@ -245,6 +245,8 @@ def _panels(
 
 
 def _finish_panel(ax: Any, plot: PlotSpec, metric: str, series: Sequence[Any]) -> None:
+    if metric in BOUNDED:
+        ax.set_ylim(0.0, 1.05)
     ax.set_xlabel(axis_label(plot.x or ""))
     ax.set_ylabel(metric_label(metric))
     if list(series) != [None]:
@@ -253,6 +255,35 @@ def _finish_panel(ax: Any, plot: PlotSpec, metric: str, series: Sequence[Any]) -
 
 def _ci(stat: Any) -> float:
     return 0.0 if math.isnan(stat.ci95) else float(stat.ci95)
+
+
+#: Up to this many seeds a figure shows the seeds' range, beyond it the 95 % CI: Student t
+#: with 1 or 2 degrees of freedom (t = 12.7, 4.3) gives intervals too wide to read.
+FEW_SEEDS = 3
+
+
+def _err(stats: Sequence[Any]) -> list[list[float]]:
+    """Error bars (below, above) for ``stats``: the 95 % CI, or the range of few seeds."""
+    below, above = [], []
+    for st in stats:
+        if st.n > FEW_SEEDS:
+            below.append(_ci(st))
+            above.append(_ci(st))
+        elif st.n:
+            below.append(st.mean - st.min)
+            above.append(st.max - st.mean)
+        else:
+            below.append(0.0)
+            above.append(0.0)
+    return [below, above]
+
+
+def _spread_words(stats: Sequence[Any]) -> str:
+    n = max((st.n for st in stats), default=0)
+    return "95 % CI over seeds" if n > FEW_SEEDS else f"bars: range of {n} seeds"
+
+
+BOUNDED = ("final_accuracy", "ssim", "label_accuracy")
 
 
 def lines(
@@ -283,7 +314,7 @@ def lines(
             ax.errorbar(
                 [p[0] for p in pts],
                 [p[1].mean for p in pts],
-                yerr=[_ci(p[1]) for p in pts],
+                yerr=_err([p[1] for p in pts]),
                 marker="o",
                 capsize=3,
                 label=None if s is None else value_label(plot.series or "", s),
@@ -298,7 +329,8 @@ def lines(
                 range(len(xs)), [value_label(plot.x or "", v) for v in xs], rotation=30, ha="right"
             )
         _finish_panel(ax, plot, metric, series)
-    fig.suptitle(title + " (mean, 95 % CI over seeds)")
+    every = [st for _, by in stats for m in plot.metrics for st in by[m]]
+    fig.suptitle(f"{title} (mean; {_spread_words(every)})")
     fig.tight_layout(rect=(0, 0, 1, 0.94))
     return _save(fig, path)
 
@@ -342,7 +374,7 @@ def rounds(
         (line,) = ax.plot(
             xs, mean, styles[idx // 10 % 4], marker=".", linewidth=2, label=label or "all"
         )
-        if seeds > 3:
+        if seeds > FEW_SEEDS:
             ci = np.array([_ci(s) for s in stats])
             ax.fill_between(xs, mean - ci, mean + ci, color=line.get_color(), alpha=0.15)
         else:
@@ -352,7 +384,7 @@ def rounds(
     ax.set_xlabel("round" if series_name == "accuracy_per_round" else "epoch")
     ax.set_ylabel(metric_label(series_name))
     ax.set_ylim(0.0, 1.0)
-    spread = "95 % CI band" if seeds > 3 else "thin: each seed"
+    spread = "95 % CI band" if seeds > FEW_SEEDS else "thin: each seed"
     ax.set_title(f"{title} (mean of {seeds} seeds; {spread})")
     ax.legend(loc="best", fontsize=8, title=", ".join(axis_label(a) for a in varying) or None)
     return _save(fig, path)
@@ -377,7 +409,7 @@ def bars(
                 np.arange(len(xs)) + (si - (len(series) - 1) / 2) * width,
                 [x.mean for x in st],
                 width,
-                yerr=[_ci(x) for x in st],
+                yerr=_err(st),
                 capsize=3,
                 label=None if s is None else value_label(plot.series or "", s),
             )
@@ -385,7 +417,8 @@ def bars(
             range(len(xs)), [value_label(plot.x or "", v) for v in xs], rotation=30, ha="right"
         )
         _finish_panel(ax, plot, metric, series)
-    fig.suptitle(title + " (mean, 95 % CI over seeds)")
+    every = [st for _, by in stats for m in plot.metrics for st in by[m]]
+    fig.suptitle(f"{title} (mean; {_spread_words(every)})")
     fig.tight_layout(rect=(0, 0, 1, 0.94))
     return _save(fig, path)
 

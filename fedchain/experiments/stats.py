@@ -17,12 +17,15 @@ __all__ = ["Stat", "describe", "group_rows"]
 
 @dataclass(frozen=True)
 class Stat:
-    """Mean, sample std (ddof 1), half-width of the 95 % CI (Student t), and the count."""
+    """Mean, sample std (ddof 1), half-width of the 95 % CI (Student t), the count, and the
+    smallest and largest value."""
 
     mean: float
     std: float
     ci95: float
     n: int
+    min: float = math.nan
+    max: float = math.nan
 
     @property
     def low(self) -> float:
@@ -52,11 +55,11 @@ def describe(values: Iterable[Any]) -> Stat:
         return Stat(math.nan, math.nan, math.nan, 0)
     mean = math.fsum(xs) / n
     if n == 1:
-        return Stat(mean, math.nan, math.nan, 1)
+        return Stat(mean, math.nan, math.nan, 1, xs[0], xs[0])
     std = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
     from scipy.stats import t
 
-    return Stat(mean, std, float(t.ppf(0.975, n - 1)) * std / math.sqrt(n), n)
+    return Stat(mean, std, float(t.ppf(0.975, n - 1)) * std / math.sqrt(n), n, min(xs), max(xs))
 
 
 def _nan(v: Any) -> bool:
