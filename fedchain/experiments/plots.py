@@ -249,8 +249,8 @@ def _finish_panel(ax: Any, plot: PlotSpec, metric: str, series: Sequence[Any]) -
         ax.set_ylim(0.0, 1.05)
     ax.set_xlabel(axis_label(plot.x or ""))
     ax.set_ylabel(metric_label(metric))
-    if list(series) != [None]:
-        ax.legend(title=axis_label(plot.series or ""))
+    if list(series) != [None]:  # beside the panel: bars reach the top of a bounded axis
+        ax.legend(title=axis_label(plot.series or ""), loc="upper left", bbox_to_anchor=(1, 1))
 
 
 def _ci(stat: Any) -> float:
