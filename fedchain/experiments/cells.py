@@ -5,7 +5,7 @@
   demo`` option (``DemoConfig`` field) plus ``attack`` (a client attack, ``"none"``, or
   ``name(key=value, ...)``), ``byzantine`` (a count, or a fraction of the clients, rounded;
   the attackers are the last clients), ``collusion`` (``paper`` | ``sequential``) and
-  ``privacy`` (``none``; distributed DP joins with the privacy package). Unless
+  ``privacy`` (passed to the run when ``DemoConfig`` has it, as after the privacy merge). Unless
   ``rule_params`` is given, robust rules get the true number of Byzantine clients: ``f``
   for Krum, Multi-Krum and Bulyan, ``beta = f / clients`` for the trimmed mean.
   Metrics: final accuracy and loss, accuracy per round, rounds finalized, seconds per round
