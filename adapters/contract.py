@@ -683,12 +683,19 @@ class TransferFailed(TaskRevert):
     params = ("to", "amount")
 
 
-class RecordSignerNotClient(TaskRevert):
-    """Record ``record`` of a batch was not signed by a registered client (another key, or a
-    record for another round, task or chain, which recovers to an unrelated address)."""
+class UnknownClient(TaskRevert):
+    """Record ``record`` of a batch names a client index nobody registered."""
 
-    error_name = "RecordSignerNotClient"
-    params = ("record", "signer")
+    error_name = "UnknownClient"
+    params = ("record", "clientIndex")
+
+
+class WrongSigner(TaskRevert):
+    """Record ``record`` was not signed by the client it names (another key, or a record for
+    another round, task or chain, which recovers to an unrelated address)."""
+
+    error_name = "WrongSigner"
+    params = ("record", "clientIndex", "signer")
 
 
 class UpdateAlreadySubmitted(TaskRevert):
@@ -760,7 +767,6 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         ReentrancyGuardReentrantCall,
         RenounceDisabled,
         RoundAlreadyFinalized,
-        RecordSignerNotClient,
         RoundNotOpen,
         SafeCastOverflowedUintDowncast,
         SignerNotMember,
@@ -774,7 +780,9 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         TaskNotStarted,
         TooManyAggregators,
         TransferFailed,
+        UnknownClient,
         UpdateAlreadySubmitted,
+        WrongSigner,
         WrongValue,
         ZeroDigest,
         ZeroSamples,

@@ -50,9 +50,11 @@ class UpdateEntry:
 
 @dataclass(frozen=True)
 class SignedUpdate:
-    """A client's signed update record: ``r`` and ``vs`` are its EIP-2098 compact signature
-    over :func:`update_record_digest` (the round is the batch's argument on-chain)."""
+    """A client's signed update record: ``client`` is its registration index, ``r`` and
+    ``vs`` its EIP-2098 compact signature over :func:`update_record_digest` (the round is
+    the batch's argument on-chain)."""
 
+    client: int
     round: int
     digest: bytes
     num_samples: int
@@ -61,8 +63,14 @@ class SignedUpdate:
 
     def packed(self) -> bytes:
         """The record as ``submitUpdates`` takes it (``ClientRecords.UPDATE_RECORD_BYTES``):
-        numSamples (8, big-endian) ‖ digest ‖ r ‖ vs."""
-        return self.num_samples.to_bytes(8, "big") + self.digest + self.r + self.vs
+        client index (4, big-endian) ‖ numSamples (8, big-endian) ‖ digest ‖ r ‖ vs."""
+        return (
+            self.client.to_bytes(4, "big")
+            + self.num_samples.to_bytes(8, "big")
+            + self.digest
+            + self.r
+            + self.vs
+        )
 
 
 def update_struct_hash(round_: int, digest: bytes, num_samples: int) -> bytes:
@@ -93,13 +101,19 @@ def compact_signature(account: LocalAccount, message_digest: bytes) -> tuple[byt
 
 
 def sign_update(
-    account: LocalAccount, separator: bytes, round_: int, digest: bytes, num_samples: int
+    account: LocalAccount,
+    separator: bytes,
+    client_index: int,
+    round_: int,
+    digest: bytes,
+    num_samples: int,
 ) -> SignedUpdate:
-    """``account``'s signed update record for ``round_`` under the domain ``separator``."""
+    """The signed update record of ``account`` (registered as client ``client_index``) for
+    ``round_`` under the domain ``separator``."""
     r, vs = compact_signature(
         account, update_record_digest(separator, round_, digest, num_samples)
     )
-    return SignedUpdate(round_, bytes(digest), num_samples, r, vs)
+    return SignedUpdate(client_index, round_, bytes(digest), num_samples, r, vs)
 
 
 def extend_updates(acc: int, client: str, digest: bytes, num_samples: int) -> int:

@@ -28,7 +28,7 @@ from adapters.storage import ContentStore, get_by_digest
 from clients.data import Dataset
 from clients.training import TrainConfig, TrainResult, derive_seed, train_local
 from protocol.cid import content_digest
-from protocol.errors import ContractRevert
+from protocol.errors import ConfigError, ContractRevert
 from protocol.fixedpoint import dequantise, quantise
 from protocol.manifest import TaskManifest
 from protocol.metrics import PhaseClock
@@ -91,6 +91,7 @@ class ClientNode:
         self.ready = ready
         self.publish = publish
         self._submitted: set[int] = set()
+        self._client_index: int | None = None
 
     def already_submitted(self, round_: int) -> bool:
         """True if the chain holds an update of ours for ``round_`` (restart-safe), or the
@@ -105,9 +106,20 @@ class ClientNode:
             self._submitted.add(round_)
         return submitted
 
+    def client_index(self) -> int:
+        """This client's registration index on the task (read once)."""
+        if self._client_index is None:
+            index = self.task.client_index(self.address)
+            if index is None:
+                raise ConfigError(f"client {self.name} ({self.address}) is not registered")
+            self._client_index = index
+        return self._client_index
+
     def signed_update(self, round_: int, digest: bytes, num_samples: int) -> SignedUpdate:
         """This client's signed update record for ``round_`` (what a relayer submits)."""
-        return sign_update(self.account, self.task.domain_separator, round_, digest, num_samples)
+        return sign_update(
+            self.account, self.task.domain_separator, self.client_index(), round_, digest, num_samples
+        )
 
     def step(self) -> list[ClientEvent]:
         """Do whatever the chain state asks of this client now; return what was done.

@@ -180,9 +180,11 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     /// @notice A `submitUpdates` batch of `length` bytes is empty or not a whole number of
     ///         records.
     error BadBatch(uint256 length);
-    /// @notice Record `record` was not signed by a registered client (another key, or a record
+    /// @notice Record `record` of a batch names a client index nobody registered.
+    error UnknownClient(uint256 record, uint256 clientIndex);
+    /// @notice Record `record` was not signed by the client it names (another key, or a record
     ///         for another round, task or chain, which recovers to an unrelated address).
-    error RecordSignerNotClient(uint256 record, address signer);
+    error WrongSigner(uint256 record, uint256 clientIndex, address signer);
     error NotChosenAggregator(address caller, address chosen);
     error SubmitDeadlinePassed(uint256 round, uint256 attempt, uint256 deadlineBlock);
     error DeadlineNotPassed(uint256 round, uint256 attempt, uint256 deadlineBlock);
@@ -315,8 +317,9 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         bytes signature;
     }
 
-    // The task parameters are immutable (code constants, no storage reads); `config()` returns
-    // them as a TaskConfig.
+    /// @dev The task parameters as given, for `config()` only: the protocol reads the same
+    ///      values from the immutables below (code constants, no storage reads).
+    TaskConfig private _config;
     bytes32 private immutable _initialModelDigest;
     bytes32 private immutable _ruleId;
     bytes32 private immutable _ruleParamsHash;
@@ -350,6 +353,9 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     mapping(address account => AggregatorState) private _aggregatorState;
     // slither-disable-next-line uninitialized-state
     mapping(address account => ClientState) private _clients;
+    /// @dev Low 128 bits of each client's address by index, two per slot (`ClientRecords.
+    ///      clientKey`): a batch of consecutive clients reads one slot per two records.
+    mapping(uint256 pair => uint256) private _clientKeys;
     /// @dev Which clients registered an update: word w holds clients 224 * w ... 224 * w + 223
     ///      for the round in its tag (ClientRecords), so the words are reused round after round.
     mapping(uint256 word => uint256) private _updateWords;
@@ -388,6 +394,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         if (cfg.rotationPolicy > Rotation.SEEDED_RANDOM) revert InvalidRotationPolicy(cfg.rotationPolicy);
         // INVARIANT: the global model always has a content digest.
         if (cfg.initialModelDigest == bytes32(0)) revert ZeroDigest();
+        _config = cfg;
         _initialModelDigest = cfg.initialModelDigest;
         _creditsPlusOne[msg.sender] = 1;
         _ruleId = cfg.ruleId;
@@ -440,6 +447,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         c.registered = true;
         c.index = SafeCast.toUint32(index);
         _clientCount = SafeCast.toUint32(index + 1);
+        _clientKeys[index / 2] |= ClientRecords.clientKey(msg.sender) << (128 * (index % 2));
         // The first client of a bitmap word creates it (tagged "no round"), so registering an
         // update later rewrites a slot instead of creating one.
         uint256 word = index / ClientRecords.CLIENTS_PER_WORD;
@@ -496,8 +504,9 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     ///         closes (maxUpdates reached mid-batch): a relayer racing a client that submits
     ///         alone never loses its batch. `UpdatesRegistered` lists what was accepted.
     /// @param round Must be the current round, collecting.
-    /// @param records Packed records (`ClientRecords.UPDATE_RECORD_BYTES` each): numSamples
-    ///        (8 bytes) || digest || r || vs, (r, vs) the client's EIP-2098 signature.
+    /// @param records Packed records (`ClientRecords.UPDATE_RECORD_BYTES` each): client index
+    ///        (4 bytes) || numSamples (8) || digest || r || vs, (r, vs) the client's EIP-2098
+    ///        signature.
     function submitUpdates(uint256 round, bytes calldata records) external {
         RoundState storage rs = _currentRoundState(round);
         uint256 n = records.length / ClientRecords.UPDATE_RECORD_BYTES;
@@ -505,11 +514,13 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         if (n == 0 || records.length % ClientRecords.UPDATE_RECORD_BYTES != 0) revert BadBatch(records.length);
         Intake memory t = _openIntake(round, rs, n);
         bytes32 separator = _domainSeparatorV4();
-        for (uint256 i = 0; i < n && !t.closed; ++i) {
-            (uint64 numSamples, bytes32 digest, bytes32 r, bytes32 vs) = ClientRecords.updateRecordAt(records, i);
+        uint256 clients = _clientCount;
+        for (uint256 i = 0; i < n && t.closed == 0; ++i) {
+            (uint256 index, uint64 numSamples, bytes32 digest, bytes32 r, bytes32 vs) =
+                ClientRecords.updateRecordAt(records, i);
             _checkUpdate(digest, numSamples);
             bytes32 structHash = ClientRecords.updateStructHash(round, digest, numSamples);
-            (address client, uint256 index) = _recordClient(i, separator, structHash, r, vs);
+            address client = _recordClient(i, clients, index, separator, structHash, r, vs);
             _admitUpdate(t, index, client, digest, numSamples);
         }
         _closeIntake(t, rs);
@@ -523,17 +534,19 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
 
     /// @dev Bookkeeping of one registration transaction (one update or a batch), in memory so
     ///      that each slot it touches is read and written once.
+    ///      Full-word fields: no masking on every access.
     struct Intake {
         uint256 round;
-        uint40 openBlock;
-        uint40 closeBlock;
-        bool closed;
-        bool wordDirty;
-        uint224 acc;
-        uint32 count;
-        uint32 firstIndex;
+        uint256 openBlock;
+        uint256 closeBlock;
+        uint256 closed; // 1 once collection closed
+        uint256 wordDirty; // 1 if `word` has bits not written back yet
+        uint256 acc;
+        uint256 count;
+        uint256 firstIndex;
         uint256 wordIndex; // bitmap word held in `word` (type(uint256).max: none yet)
         uint256 word; // its client bits for `round`
+        uint256 entryOffset; // where the next accepted update goes in `entries`
         bytes entries; // the accepted updates, packed as in UpdatesRegistered
     }
 
@@ -573,29 +586,30 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
             t.word = ClientRecords.bitsFor(_updateWords[w], t.round);
         }
         uint256 bit = uint256(1) << (index % ClientRecords.CLIENTS_PER_WORD);
+        uint256 word = t.word;
         // INVARIANT: at most one update per client per round (the caller decides whether a
         // second one is refused or skipped).
-        if (t.word & bit != 0) return false;
-        t.word |= bit;
-        t.wordDirty = true;
-        ClientRecords.writeUpdateEntry(
-            t.entries, uint256(t.count - t.firstIndex) * ClientRecords.UPDATE_ENTRY_BYTES, client, digest, numSamples
-        );
-        t.acc = ClientRecords.extendUpdates(t.acc, client, digest, numSamples);
-        uint32 count = t.count + 1;
+        if (word & bit != 0) return false;
+        t.word = word | bit;
+        t.wordDirty = 1;
+        uint256 offset = t.entryOffset;
+        ClientRecords.writeUpdateEntry(t.entries, offset, client, digest, numSamples);
+        t.entryOffset = offset + ClientRecords.UPDATE_ENTRY_BYTES;
+        t.acc = ClientRecords.extendUpdates(uint224(t.acc), client, digest, numSamples);
+        uint256 count = t.count + 1;
         t.count = count;
         if (count == _minUpdates || count == _maxUpdates) {
-            uint256 windowEnd = uint256(t.openBlock) + _collectWindow;
-            t.closeBlock = count == _maxUpdates || windowEnd <= block.number ? _blockNow() : SafeCast.toUint40(windowEnd);
-            t.closed = block.number >= t.closeBlock;
+            uint256 windowEnd = t.openBlock + _collectWindow;
+            t.closeBlock = count == _maxUpdates || windowEnd <= block.number ? block.number : windowEnd;
+            if (block.number >= t.closeBlock) t.closed = 1;
         }
         return true;
     }
 
     function _flushWord(Intake memory t) private {
-        if (t.wordDirty) {
+        if (t.wordDirty != 0) {
             _updateWords[t.wordIndex] = ClientRecords.tagged(t.word, t.round);
-            t.wordDirty = false;
+            t.wordDirty = 0;
         }
     }
 
@@ -605,9 +619,9 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         _flushWord(t);
         uint256 accepted = t.count - t.firstIndex;
         if (accepted == 0) return;
-        rs.updateAccumulator = t.acc;
-        rs.updateCount = t.count;
-        if (t.closeBlock != rs.closeBlock) rs.closeBlock = t.closeBlock;
+        rs.updateAccumulator = uint224(t.acc);
+        rs.updateCount = SafeCast.toUint32(t.count);
+        if (t.closeBlock != rs.closeBlock) rs.closeBlock = SafeCast.toUint40(t.closeBlock);
         bytes memory entries = t.entries;
         uint256 length = accepted * ClientRecords.UPDATE_ENTRY_BYTES;
         assembly ("memory-safe") {
@@ -616,24 +630,29 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         emit UpdatesRegistered(t.round, t.firstIndex, t.acc, entries);
     }
 
-    /// @dev The registered client that signed record `i` (`structHash` under the domain
-    ///      `separator`) and its index; reverts on a bad signature or a signer that is not a
-    ///      client. Shared by every kind of signed client record.
-    function _recordClient(uint256 i, bytes32 separator, bytes32 structHash, bytes32 r, bytes32 vs)
-        private
-        view
-        returns (address client, uint256 index)
-    {
-        (address signer, bool malleable) =
-            ClientRecords.recoverCompact(ClientRecords.typedDataDigest(separator, structHash), r, vs);
+    /// @dev The client with index `index` (of `clients` registered), if it signed record `i`
+    ///      (`structHash` under the domain `separator`); reverts otherwise. Shared by every
+    ///      kind of signed client record.
+    function _recordClient(
+        uint256 i,
+        uint256 clients,
+        uint256 index,
+        bytes32 separator,
+        bytes32 structHash,
+        bytes32 r,
+        bytes32 vs
+    ) private view returns (address signer) {
+        // INVARIANT: a record names a registered client.
+        if (index >= clients) revert UnknownClient(i, index);
+        bool malleable;
+        (signer, malleable) = ClientRecords.recoverCompact(ClientRecords.typedDataDigest(separator, structHash), r, vs);
         // INVARIANT: only well-formed, non-malleable signatures count.
         if (malleable) revert InvalidSignature(i, uint8(ECDSA.RecoverError.InvalidSignatureS));
         if (signer == address(0)) revert InvalidSignature(i, uint8(ECDSA.RecoverError.InvalidSignature));
-        ClientState memory c = _clients[signer];
-        // INVARIANT: a record counts only if a registered client signed it for this round,
+        uint256 key = (_clientKeys[index / 2] >> (128 * (index % 2))) & type(uint128).max;
+        // INVARIANT: a record counts only if the client it names signed it, for this round,
         // task and chain (anything else recovers an unrelated address).
-        if (!c.registered) revert RecordSignerNotClient(i, signer);
-        return (signer, c.index);
+        if (key != ClientRecords.clientKey(signer)) revert WrongSigner(i, index, signer);
     }
 
     /// @notice Attests that the caller fetched and pinned the updates of `round` whose bits are
@@ -1271,25 +1290,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
 
     /// @notice The task parameters.
     function config() external view returns (TaskConfig memory) {
-        return TaskConfig({
-            initialModelDigest: _initialModelDigest,
-            ruleId: _ruleId,
-            ruleParamsHash: _ruleParamsHash,
-            numRounds: _numRounds,
-            minUpdates: _minUpdates,
-            maxUpdates: _maxUpdates,
-            collectWindow: _collectWindow,
-            submitTimeout: _submitTimeout,
-            challengeWindow: _challengeWindow,
-            attestWindow: _attestWindow,
-            disputeTimeout: _disputeTimeout,
-            rotationPolicy: _rotationPolicy,
-            rotationSeed: _rotationSeed,
-            aggregatorStake: _aggregatorStake,
-            aggregateBond: _aggregateBond,
-            challengeBond: _challengeBond,
-            timeoutPenalty: _timeoutPenalty
-        });
+        return _config;
     }
 
     // ------------------------------------------------------------------------------------

@@ -31,10 +31,10 @@ library ClientRecords {
     ///         client (20) || digest (32) || numSamples (8, big-endian).
     uint256 internal constant UPDATE_ENTRY_BYTES = 60;
 
-    /// @notice Bytes of one record in a `submitUpdates` batch: numSamples (8, big-endian) ||
-    ///         digest (32) || r (32) || vs (32), the last two the client's EIP-2098 compact
-    ///         signature.
-    uint256 internal constant UPDATE_RECORD_BYTES = 104;
+    /// @notice Bytes of one record in a `submitUpdates` batch: client index (4, big-endian) ||
+    ///         numSamples (8, big-endian) || digest (32) || r (32) || vs (32), the last two the
+    ///         client's EIP-2098 compact signature.
+    uint256 internal constant UPDATE_RECORD_BYTES = 108;
 
     /// @notice Upper bound of a low-s signature's s (secp256k1 order / 2).
     uint256 internal constant HALF_ORDER = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0;
@@ -43,15 +43,23 @@ library ClientRecords {
     function updateRecordAt(bytes calldata records, uint256 i)
         internal
         pure
-        returns (uint64 numSamples, bytes32 digest, bytes32 r, bytes32 vs)
+        returns (uint256 client, uint64 numSamples, bytes32 digest, bytes32 r, bytes32 vs)
     {
         assembly ("memory-safe") {
-            let p := add(records.offset, mul(i, 104))
-            numSamples := shr(192, calldataload(p))
-            digest := calldataload(add(p, 8))
-            r := calldataload(add(p, 40))
-            vs := calldataload(add(p, 72))
+            let p := add(records.offset, mul(i, 108))
+            client := shr(224, calldataload(p))
+            numSamples := shr(192, calldataload(add(p, 4)))
+            digest := calldataload(add(p, 12))
+            r := calldataload(add(p, 44))
+            vs := calldataload(add(p, 76))
         }
+    }
+
+    /// @notice What the contract keeps of a client's address to check its records' signers:
+    ///         the low 128 bits (an address is a hash, so finding a key whose address matches
+    ///         a registered client's 128 bits is a 2**128 search).
+    function clientKey(address client) internal pure returns (uint256) {
+        return uint256(uint160(client)) & type(uint128).max;
     }
 
     /// @notice EIP-712 struct hash of an update record:
