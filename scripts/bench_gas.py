@@ -1,7 +1,9 @@
-"""Exact gas of the availability, dispute-timeout and equivocation operations.
+"""Exact gas of update registration (single and batched), aggregation and finalization
+against issue 12's targets, and of the availability, dispute-timeout and equivocation
+operations.
 
 Gas is deterministic, so this prints exact figures (embedded eth-tester chain), one line per
-operation:
+operation, with the target where there is one:
 
     .venv/bin/python scripts/bench_gas.py
 """
@@ -18,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from adapters.chain import Chain
 from adapters.contract import TaskConfig, TaskContract
+from adapters.records import sign_update
 from consensus.certificate import verdict_struct_hash
 from consensus.evidence import proof_of
 from consensus.messages import Commit, Domain, Prepare, PrePrepare, sign, sign_struct
@@ -59,6 +62,48 @@ def setup(n: int, k: int, **kw: Any) -> tuple[Chain, TaskContract, Any, list[Any
 
 def gas(receipt: Any) -> int:
     return int(receipt["gasUsed"])
+
+
+def registration_rows() -> list[tuple[str, int, int | None]]:
+    """A 300-client task over two rounds: round 1 registers 100 clients alone, then two
+    batches of 100 signed records; round 2 the same. Per-update figures divide a batch
+    transaction's gas by its records."""
+    k = 300
+    chain = Chain.embedded(num_accounts=1 + 4 + k)
+    owner, aggs, clients = chain.accounts[0], chain.accounts[1:5], chain.accounts[5:]
+    cfg = TaskConfig(**{**BASE, "min_updates": k, "max_updates": k})
+    task = TaskContract.deploy(chain, owner, cfg)
+    for a in aggs:
+        task.register_aggregator(a)
+    for c in clients:
+        task.register_client(c)
+    task.start(owner)
+    rows: list[tuple[str, int, int | None]] = []
+    sep = task.domain_separator
+    for r in (1, 2):
+        single = [gas(task.submit_update(c, r, dg((r, i)), 10)) for i, c in enumerate(clients[:100])]
+        batches = []
+        for start in (100, 200):
+            recs = [
+                sign_update(c, sep, start + i, r, dg((r, start + i)), 10)
+                for i, c in enumerate(clients[start : start + 100])
+            ]
+            batches.append(gas(task.submit_updates(owner, r, recs)))
+        agg = next(a for a in aggs if a.address == task.current_aggregator().address)
+        submit = gas(task.submit_aggregate(agg, r, dg(("agg", r))))
+        chain.mine(cfg.challenge_window)
+        fin = gas(task.finalize(owner, r))
+        rows += [
+            (f"round {r}: submitUpdate, the round's first (creates its accumulator)", single[0], None),
+            (f"round {r}: submitUpdate, every later one", single[1], 50_000),
+            (f"round {r}: submitUpdate, mean of 100", round(sum(single) / 100), 50_000),
+            (f"round {r}: submitUpdates, batch of 100, per update", batches[0] // 100, 10_000),
+            (f"round {r}: submitUpdates, next batch of 100, per update", batches[1] // 100, 10_000),
+            (f"round {r}: submitAggregate", submit, None),
+            (f"round {r}: finalize (opens the next round)", fin, None),
+            (f"round {r}: submitAggregate + finalize", submit + fin, 150_000),
+        ]
+    return rows
 
 
 def main() -> None:
@@ -114,10 +159,14 @@ def main() -> None:
                 gas(task.slash_equivocation(aggs[2], *proof.contract_args())),
             )
         )
-    width = max(len(name) for name, _ in rows)
-    print(f"{'operation':{width}}  gas")
+    targeted = registration_rows()
+    print("| operation | gas | target | met |")
+    print("|---|---|---|---|")
+    for name, value, target in targeted:
+        met = "-" if target is None else ("yes" if value <= target else "NO")
+        print(f"| {name} | {value:,} | {'-' if target is None else f'≤ {target:,}'} | {met} |")
     for name, value in rows:
-        print(f"{name:{width}}  {value:,}")
+        print(f"| {name} | {value:,} | - | - |")
 
 
 if __name__ == "__main__":
