@@ -34,6 +34,14 @@ an upheld aggregate sends the challenge bond to the treasury. A dispute still op
 aggregate is discarded and both bonds go to the treasury. :meth:`TaskContract.slash_equivocation`
 slashes a member that signed two conflicting PBFT votes.
 
+Updates: a client registers its own update with :meth:`TaskContract.submit_update`, or signs
+an EIP-712 update record (:mod:`adapters.records`) that anyone relays in a batch with
+:meth:`TaskContract.submit_updates`. The contract keeps no update in storage: per round a
+224-bit hash-chain accumulator and a count, and a round-tagged bitmap of who submitted.
+:meth:`TaskContract.updates` rebuilds a round's ordered list from its ``UpdatesRegistered``
+events and raises :class:`~adapters.records.AccumulatorMismatch` unless it hashes to the
+on-chain accumulator; :meth:`TaskContract.has_submitted` reads the bitmap (current round).
+
 Availability: after collection closes the round is ``ATTESTING``; each aggregator calls
 :meth:`TaskContract.attest` once with the updates it holds; the included set
 (:meth:`TaskContract.included_updates`: updates attested by f + 1 members) is fixed once
@@ -325,7 +333,8 @@ class _UpdateLog:
     next_block: int = 0
 
 
-_UPDATES_TOPIC = "0x" + keccak(text="UpdatesRegistered(uint256,uint256,uint256,bytes)").hex()
+_UPDATES_TOPIC = keccak(text="UpdatesRegistered(uint256,uint256,uint256,bytes)")
+_CLIENT_TOPIC = keccak(text="ClientRegistered(address,uint256)")
 
 
 def _opt_address(value: str) -> str | None:
@@ -811,6 +820,8 @@ class TaskContract:
         self._config: TaskConfig | None = None
         self._events_by_topic: dict[bytes, str] | None = None
         self._update_logs: dict[int, _UpdateLog] = {}
+        self._client_indices: dict[str, int] = {}
+        self._clients_next_block = 0
         self._separator: bytes | None = None
 
     @classmethod
@@ -1013,16 +1024,11 @@ class TaskContract:
         from_block = log.next_block or self.round_info(round).open_block
         if from_block > to_block:
             return
-        raw = self.chain.w3.eth.get_logs(
-            {
-                "address": self.address,
-                "topics": [_UPDATES_TOPIC, "0x" + round.to_bytes(32, "big").hex()],
-                "fromBlock": from_block,
-                "toBlock": to_block,
-            }
+        events = self.chain.logs(
+            self.address, [_UPDATES_TOPIC, round.to_bytes(32, "big")], from_block, to_block
         )
-        for item in sorted(raw, key=lambda x: (int(x["blockNumber"]), int(x["logIndex"]))):
-            first, acc, entries = abi_decode(["uint256", "uint256", "bytes"], bytes(item["data"]))
+        for event in events:
+            first, acc, entries = abi_decode(["uint256", "uint256", "bytes"], event.data)
             if first < len(log.entries):
                 continue  # already read (overlapping scan)
             if first > len(log.entries):
@@ -1052,9 +1058,25 @@ class TaskContract:
         return bool(self._call("updateSubmitted", round, to_checksum_address(address)))
 
     def client_index(self, address: str) -> int | None:
-        """The registration index of client ``address`` (None if not registered)."""
-        registered, index = self._call("clientInfo", to_checksum_address(address))
-        return int(index) if registered else None
+        """The registration index of client ``address`` (None if not registered).
+
+        Read from the ``ClientRegistered`` events (one log query for every client so far, then
+        incrementally), falling back to the ``clientInfo`` view for an address they miss."""
+        address = to_checksum_address(address)
+        if address not in self._client_indices:
+            to_block = self.chain.block_number()
+            for log in self.chain.logs(
+                self.address, [_CLIENT_TOPIC], self._clients_next_block, to_block
+            ):
+                client = to_checksum_address(log.topics[1][-20:])
+                self._client_indices[client] = int.from_bytes(log.data, "big")
+            self._clients_next_block = to_block + 1
+        if address not in self._client_indices:
+            registered, index = self._call("clientInfo", address)
+            if not registered:
+                return None
+            self._client_indices[address] = int(index)
+        return self._client_indices[address]
 
     def client_count(self) -> int:
         return int(self._call("clientCount"))

@@ -20,6 +20,7 @@ from typing import Final
 
 from eth_abi.abi import encode as abi_encode
 from eth_account.signers.local import LocalAccount
+from eth_typing import Hash32
 from eth_utils.address import to_checksum_address
 from eth_utils.crypto import keccak
 
@@ -92,10 +93,10 @@ def update_record_digest(separator: bytes, round_: int, digest: bytes, num_sampl
 
 def compact_signature(account: LocalAccount, message_digest: bytes) -> tuple[bytes, bytes]:
     """``account``'s EIP-2098 signature ``(r, vs)`` of ``message_digest`` (low s)."""
-    signed = account.unsafe_sign_hash(message_digest)
+    signed = account.unsafe_sign_hash(Hash32(message_digest))
     s, v = int(signed.s), int(signed.v)
-    if s > _HALF_ORDER:  # eth-keys signs low-s; normalise anyway
-        s, v = (0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141 - s), 55 - v
+    if s > _HALF_ORDER:  # eth-keys signs canonical low-s; the contract refuses anything else
+        raise ValueError("signer produced a high-s signature")
     vs = s | ((v - 27) << 255)
     return int(signed.r).to_bytes(32, "big"), vs.to_bytes(32, "big")
 
@@ -110,9 +111,7 @@ def sign_update(
 ) -> SignedUpdate:
     """The signed update record of ``account`` (registered as client ``client_index``) for
     ``round_`` under the domain ``separator``."""
-    r, vs = compact_signature(
-        account, update_record_digest(separator, round_, digest, num_samples)
-    )
+    r, vs = compact_signature(account, update_record_digest(separator, round_, digest, num_samples))
     return SignedUpdate(client_index, round_, bytes(digest), num_samples, r, vs)
 
 

@@ -106,6 +106,10 @@ class ClientNode:
             self._submitted.add(round_)
         return submitted
 
+    def use_client_index(self, index: int) -> None:
+        """Record this client's registration index, read by whoever drives many clients."""
+        self._client_index = index
+
     def client_index(self) -> int:
         """This client's registration index on the task (read once)."""
         if self._client_index is None:
@@ -118,7 +122,12 @@ class ClientNode:
     def signed_update(self, round_: int, digest: bytes, num_samples: int) -> SignedUpdate:
         """This client's signed update record for ``round_`` (what a relayer submits)."""
         return sign_update(
-            self.account, self.task.domain_separator, self.client_index(), round_, digest, num_samples
+            self.account,
+            self.task.domain_separator,
+            self.client_index(),
+            round_,
+            digest,
+            num_samples,
         )
 
     def step(self) -> list[ClientEvent]:
@@ -196,7 +205,11 @@ class ClientNode:
             else:
                 self.store.put(payload)
         digest = content_digest(payload)
-        detail = {"digest": digest.hex(), "num_samples": result.num_samples, "loss": result.mean_loss}
+        detail = {
+            "digest": digest.hex(),
+            "num_samples": result.num_samples,
+            "loss": result.mean_loss,
+        }
         if relay is not None:
             with self.clock.phase(round_, "register"):
                 relay(self.signed_update(round_, digest, result.num_samples))

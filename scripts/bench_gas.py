@@ -81,7 +81,9 @@ def registration_rows() -> list[tuple[str, int, int | None]]:
     rows: list[tuple[str, int, int | None]] = []
     sep = task.domain_separator
     for r in (1, 2):
-        single = [gas(task.submit_update(c, r, dg((r, i)), 10)) for i, c in enumerate(clients[:100])]
+        single = [
+            gas(task.submit_update(c, r, dg((r, i)), 10)) for i, c in enumerate(clients[:100])
+        ]
         batches = []
         for start in (100, 200):
             recs = [
@@ -94,7 +96,11 @@ def registration_rows() -> list[tuple[str, int, int | None]]:
         chain.mine(cfg.challenge_window)
         fin = gas(task.finalize(owner, r))
         rows += [
-            (f"round {r}: submitUpdate, the round's first (creates its accumulator)", single[0], None),
+            (
+                f"round {r}: submitUpdate, the round's first (creates its accumulator)",
+                single[0],
+                None,
+            ),
             (f"round {r}: submitUpdate, every later one", single[1], 50_000),
             (f"round {r}: submitUpdate, mean of 100", round(sum(single) / 100), 50_000),
             (f"round {r}: submitUpdates, batch of 100, per update", batches[0] // 100, 10_000),

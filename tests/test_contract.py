@@ -23,7 +23,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import adapters.contract as fc
-from adapters.records import extend_updates
 from adapters.chain import Chain, GasLedger, PanicRevert, ReasonRevert, decode_revert
 from adapters.contract import (
     AggregateAlreadySubmitted,
@@ -63,6 +62,7 @@ from adapters.contract import (
     ZeroValue,
     rotation_start_index,
 )
+from adapters.records import extend_updates
 from consensus.certificate import verdict_struct_hash
 from consensus.messages import Domain, sign_struct
 from protocol.errors import ChainError, ConfigError, ContractRevert

@@ -4,6 +4,7 @@ against a real eth-tester chain (see tests/test_contract.py for the block arithm
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -43,9 +44,7 @@ def dg(label: object) -> bytes:
 def record(s: Any, i: int, round_: int, label: object = None, n: int = 10) -> SignedUpdate:
     """Client ``i``'s signed record for ``round_``."""
     client = s.clients[i]
-    return sign_update(
-        client, s.task.domain_separator, i, round_, dg(label or (round_, i)), n
-    )
+    return sign_update(client, s.task.domain_separator, i, round_, dg(label or (round_, i)), n)
 
 
 def test_record_digest_and_accumulator_mirror_the_contract(task_factory: Any) -> None:
@@ -107,7 +106,9 @@ def test_signature_edge_cases(task_factory: Any) -> None:
         domain_separator(s.chain.chain_id + 1, task.address),
         domain_separator(s.chain.chain_id, s.owner.address),
     ):
-        assert isinstance(refused([sign_update(s.clients[0], other, 0, 1, dg("x"), 10)]), WrongSigner)
+        assert isinstance(
+            refused([sign_update(s.clients[0], other, 0, 1, dg("x"), 10)]), WrongSigner
+        )
     # an index nobody registered
     exc = refused([sign_update(s.clients[0], sep, 9, 1, dg("x"), 10)])
     assert isinstance(exc, UnknownClient) and exc.error_args == {"record": 0, "clientIndex": 9}
@@ -214,24 +215,44 @@ def test_a_list_that_does_not_match_the_accumulator_is_an_error(
     task = s.task
     task.submit_update(s.clients[0], 1, dg("a"), 1)
     task.submit_updates(s.owner, 1, [record(s, 1, 1), record(s, 2, 1)])
-    real = s.chain.w3.eth.get_logs
+    real = s.chain.logs
 
-    def drop_first(params: Any) -> Any:
-        return list(real(params))[1:]
+    def drop_first(*args: Any) -> Any:
+        return real(*args)[1:]
 
-    monkeypatch.setattr(s.chain.w3.eth, "get_logs", drop_first)
+    monkeypatch.setattr(s.chain, "logs", drop_first)
     with pytest.raises(AccumulatorMismatch, match="skip updates"):
         TaskContract.at(s.chain, task.address).updates(1)
 
-    def alter(params: Any) -> Any:
-        logs = [dict(log) for log in real(params)]
-        data = bytearray(logs[0]["data"])
+    def alter(*args: Any) -> Any:
+        logs = real(*args)
+        data = bytearray(logs[0].data)
         data[-40] ^= 1  # a digest byte of the first entry
-        logs[0]["data"] = bytes(data)
-        return logs
+        return [replace(logs[0], data=bytes(data)), *logs[1:]]
 
-    monkeypatch.setattr(s.chain.w3.eth, "get_logs", alter)
-    with pytest.raises(AccumulatorMismatch):
+    monkeypatch.setattr(s.chain, "logs", alter)
+    with pytest.raises(AccumulatorMismatch, match="does not hash"):
         TaskContract.at(s.chain, task.address).updates(1)
-    monkeypatch.setattr(s.chain.w3.eth, "get_logs", real)
+    monkeypatch.setattr(s.chain, "logs", real)
     assert len(TaskContract.at(s.chain, task.address).updates(1)) == 3
+
+
+def test_embedded_log_reader_matches_eth_get_logs(task_factory: Any) -> None:
+    """The embedded chain reads logs from py-evm's receipts (eth-tester's own eth_getLogs is
+    quadratic in the chain length); both give the same logs."""
+    s = task_factory(n_clients=3, min_updates=3, max_updates=3)
+    s.task.submit_update(s.clients[0], 1, dg("a"), 1)
+    s.task.submit_updates(s.owner, 1, [record(s, 1, 1), record(s, 2, 1)])
+    head = s.chain.block_number()
+    fast = s.chain.logs(s.task.address, [], 0, head)
+    raw = s.chain.w3.eth.get_logs({"address": s.task.address, "fromBlock": 0, "toBlock": head})
+    assert len(fast) > 5
+    assert [(e.block_number, e.topics, e.data) for e in fast] == [
+        (int(r["blockNumber"]), tuple(bytes(t) for t in r["topics"]), bytes(r["data"]))
+        for r in raw
+    ]
+    topic = fast[-1].topics[0]
+    assert s.chain.logs(s.task.address, [topic], 0, head) == [
+        e for e in fast if e.topics[0] == topic
+    ]
+    assert s.chain.logs(s.task.address, [topic, bytes(32)], 0, head) == []

@@ -78,6 +78,7 @@ class ClientFleet:
         self.wave = max(1, int(wave))
         self.relayer = relayer
         self.batch = max(1, int(batch))
+        self._indexed = False
         self._position = {id(node): i for i, node in enumerate(self.clients)}
         self._round = 0
         self._pending: list[ClientNode] = []
@@ -121,6 +122,13 @@ class ClientFleet:
                 node.mark_submitted(round_)
             else:
                 self._pending.append(node)
+        if self.relayer is not None and not self._indexed:
+            # one read of the registrations for all clients (each node would read its own)
+            for node in self.clients:
+                index = self.task.client_index(node.address)
+                if index is not None:
+                    node.use_client_index(index)
+            self._indexed = True
 
     def _run_wave(self, round_: int, wave: list[ClientNode]) -> bool:
         """Train ``wave`` on the engine, then register in order; False if collection closed."""
@@ -169,16 +177,16 @@ class ClientFleet:
                 receipt = None
             except ContractRevert:
                 return self._alone(round_, chunk)
-            accepted = (
-                {u.client for u in self.task.accepted_updates(receipt)} if receipt else set()
-            )
+            accepted = {u.client for u in self.task.accepted_updates(receipt)} if receipt else set()
             open_ = receipt is not None and (
                 len(accepted) == len(chunk) or self.task.phase(round_) == Phase.COLLECTING
             )
         for node, event, _ in chunk:
             node.mark_submitted(round_)
             if node.address in accepted:
-                self._settle(node, ClientEvent(round_, "submitUpdate", {**event.detail, "relayed": True}))
+                self._settle(
+                    node, ClientEvent(round_, "submitUpdate", {**event.detail, "relayed": True})
+                )
             else:
                 reason = "UpdateAlreadySubmitted" if open_ else "CollectionClosed"
                 self._settle(node, _refused(round_, reason))
