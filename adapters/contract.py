@@ -848,9 +848,11 @@ class TaskContract:
 
     # -- transactions ---------------------------------------------------------------------
 
-    def _tx(self, acct: LocalAccount, name: str, *args: Any, value: int = 0) -> Any:
+    def _tx(
+        self, acct: LocalAccount, name: str, *args: Any, value: int = 0, gas: int | None = None
+    ) -> Any:
         fn = getattr(self.contract.functions, name)(*args)
-        return self.chain.transact(acct, fn, name, value)
+        return self.chain.transact(acct, fn, name, value, gas=gas)
 
     def register_aggregator(self, acct: LocalAccount, value: int | None = None) -> Any:
         """Join the committee; sends ``aggregator_stake`` unless ``value`` is given."""
@@ -868,14 +870,19 @@ class TaskContract:
         return self._tx(acct, "submitUpdate", round, bytes(digest), num_samples)
 
     def submit_updates(
-        self, acct: LocalAccount, round: int, records: Sequence[SignedUpdate]
+        self,
+        acct: LocalAccount,
+        round: int,
+        records: Sequence[SignedUpdate],
+        gas: int | None = None,
     ) -> Any:
         """Relay a batch of clients' signed update records (``acct`` pays, anyone may).
 
         Records of clients that already have an update this round, and those left once
         collection closes, are skipped; :meth:`accepted_updates` reads what the receipt
         registered."""
-        return self._tx(acct, "submitUpdates", round, b"".join(rec.packed() for rec in records))
+        packed = b"".join(rec.packed() for rec in records)
+        return self._tx(acct, "submitUpdates", round, packed, gas=gas)
 
     def accepted_updates(self, receipt: Any) -> list[RegisteredUpdate]:
         """The updates a ``submitUpdate``/``submitUpdates`` receipt registered, in order."""

@@ -248,8 +248,7 @@ def test_embedded_log_reader_matches_eth_get_logs(task_factory: Any) -> None:
     raw = s.chain.w3.eth.get_logs({"address": s.task.address, "fromBlock": 0, "toBlock": head})
     assert len(fast) > 5
     assert [(e.block_number, e.topics, e.data) for e in fast] == [
-        (int(r["blockNumber"]), tuple(bytes(t) for t in r["topics"]), bytes(r["data"]))
-        for r in raw
+        (int(r["blockNumber"]), tuple(bytes(t) for t in r["topics"]), bytes(r["data"])) for r in raw
     ]
     topic = fast[-1].topics[0]
     assert s.chain.logs(s.task.address, [topic], 0, head) == [

@@ -33,7 +33,7 @@ import numpy as np
 from eth_account.signers.local import LocalAccount
 
 from adapters.contract import CollectionClosed, Phase, RoundNotOpen, TaskContract
-from adapters.records import SignedUpdate
+from adapters.records import SignedUpdate, batch_gas_limit
 from adapters.storage import ContentStore
 from clients.node import ClientEvent, ClientNode, fetch_global_params
 from fedchain.driver.engine import ModelSpec, TrainingEngine, TrainJob
@@ -172,7 +172,9 @@ class ClientFleet:
         records = [rec for _, _, rec in chunk]
         with self.clock.phase(round_, "register"):
             try:
-                receipt = self.task.submit_updates(self.relayer, round_, records)
+                # py-evm would run the batch twice (estimate, then send): a bound instead
+                gas = batch_gas_limit(len(records)) if self.task.chain.is_embedded else None
+                receipt = self.task.submit_updates(self.relayer, round_, records, gas=gas)
             except (CollectionClosed, RoundNotOpen):
                 receipt = None
             except ContractRevert:
