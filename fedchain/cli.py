@@ -302,6 +302,14 @@ def _add_engine_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="CPUs of the local Ray instance (default: all of this machine's)",
     )
+    g.add_argument(
+        "--update-batch",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the in-process clients sign their update records and the fleet relays them in "
+        "submitUpdates batches of N (default 100; 0: every client sends its own submitUpdate)",
+    )
 
 
 def _engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -312,7 +320,7 @@ def _engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
         engine = "ray"
     if engine is not None:
         out["engine"] = engine
-    for key in ("ray_address", "ray_cpus"):
+    for key in ("ray_address", "ray_cpus", "update_batch"):
         if getattr(args, key, None) is not None:
             out[key] = getattr(args, key)
     return out

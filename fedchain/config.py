@@ -84,6 +84,10 @@ class DemoConfig:
             budget_policy=self.budget_policy,
         )
 
+    # signed update records per submitUpdates batch the in-process fleet relays (0: every
+    # client sends its own submitUpdate)
+    update_batch: int = 100
+
     def validate(self, where: str | None = None) -> None:
         """Refuse bad values before any work: one line naming the option and the value.
 
@@ -120,6 +124,8 @@ class DemoConfig:
             raise bad("ray_address", "needs --engine ray")
         if self.ray_cpus is not None and self.ray_cpus < 1:
             raise bad("ray_cpus", "must be at least 1")
+        if self.update_batch < 0:
+            raise bad("update_batch", "must be at least 0 (0: every client submits alone)")
         if self.rotation not in ROTATIONS:
             raise bad("rotation", f"must be one of {sorted(ROTATIONS)}")
         if self.min_updates is not None and not 1 <= self.min_updates <= self.clients:

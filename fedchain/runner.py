@@ -172,6 +172,8 @@ class Demo:
                 self.clock,
                 self.progress,
                 on_registered=self._registered,
+                relayer=d.deployer if cfg.update_batch else None,
+                batch=cfg.update_batch or 1,
             )
         except BaseException:
             self.close()

@@ -24,8 +24,11 @@ from protocol.payloads import decode_update
 CLIENTS, COLLUDERS = 6, 2
 
 
-def _run(tmp_path, attack: str, params: dict, collusion: str) -> tuple[list, list]:
+def _run(
+    tmp_path, attack: str, params: dict, collusion: str, update_batch: int = 100
+) -> tuple[list, list]:
     cfg = DemoConfig(
+        update_batch=update_batch,
         clients=CLIENTS,
         rounds=1,
         epochs=1,
@@ -72,7 +75,11 @@ def test_alie_colluders_use_m_and_send_one_vector(tmp_path):
 
 @pytest.mark.slow
 def test_sequential_mode_reproduces_the_old_drift(tmp_path):
-    honest, crafted = _run(tmp_path, "inner_product_manipulation", {"epsilon": 10.0}, "sequential")
+    # The drift needs attackers registering one after the other (each its own submitUpdate):
+    # in a relayed batch the second attacker cannot see the first one's vector yet.
+    honest, crafted = _run(
+        tmp_path, "inner_product_manipulation", {"epsilon": 10.0}, "sequential", update_batch=0
+    )
     assert crafted[0][0] != crafted[1][0]
     first = -10.0 * np.mean([d for _, d in honest], axis=0)
     # the second attacker saw the first one's vector among the "honest" ones

@@ -91,6 +91,9 @@ def collusion(quick: bool) -> ExperimentSpec:
         fixed = {"clients": 20, "rounds": 15, "byzantine": 0.2, "rule": "fedavg"}
         axes = {"attack": (IPM_LARGE,), "collusion": ("paper", "sequential")}
         seeds = (0, 1)
+    # Each client registers alone (as before issue 12's relayed batches): sequential
+    # crafting differs from the paper's only when an attacker sees the earlier ones' vectors.
+    fixed["update_batch"] = 0
     return ExperimentSpec(
         name="collusion",
         kind="fedchain",
