@@ -28,6 +28,7 @@ from typing import Any, Final
 from eth_abi.abi import decode as abi_decode
 from eth_abi.abi import encode as abi_encode
 from eth_account.signers.local import LocalAccount
+from eth_utils.address import to_checksum_address
 from eth_utils.crypto import keccak
 
 from adapters.chain import Chain, register_error_class
@@ -45,6 +46,7 @@ __all__ = [
     "PrivacyRecordsContract",
     "SignedRecord",
     "extend_records",
+    "predicted_address",
     "record_digest",
     "sign_record",
 ]
@@ -127,6 +129,16 @@ def extend_records(acc: int, kind: int, client: int, payload: bytes) -> int:
     return int.from_bytes(keccak(encoded), "big") >> 32
 
 
+def predicted_address(deployer: str, nonce: int) -> str:
+    """The address of the contract ``deployer`` creates with its transaction ``nonce``
+    (``keccak256(rlp([deployer, nonce]))[12:]``): the task manifest names its records
+    contract before either is deployed."""
+    import rlp
+
+    raw = keccak(rlp.encode([bytes.fromhex(deployer.removeprefix("0x")), nonce]))[12:]
+    return to_checksum_address(raw)
+
+
 class PrivacyRecordRevert(TaskRevert):
     """Base of the PrivacyRecords contract's custom errors."""
 
@@ -166,11 +178,11 @@ class NotTaskClient(PrivacyRecordRevert):
     params = ("record", "signer")
 
 
-class ECDSAInvalidSignatureS(PrivacyRecordRevert):
-    """A record signature with a high s (malleable)."""
+class BadRecordSignature(PrivacyRecordRevert):
+    """A relayed record whose signature is invalid or malleable (high s)."""
 
-    error_name = "ECDSAInvalidSignatureS"
-    params = ("s",)
+    error_name = "BadRecordSignature"
+    params = ("record",)
 
 
 for _cls in (
@@ -179,7 +191,7 @@ for _cls in (
     BadRecordBatch,
     NotRevealing,
     NotTaskClient,
-    ECDSAInvalidSignatureS,
+    BadRecordSignature,
 ):
     register_error_class(_cls)
 
@@ -204,14 +216,37 @@ class _Scan:
 
 
 class PrivacyRecordsContract:
-    """A task's deployed PrivacyRecords contract."""
+    """A task's deployed PrivacyRecords contract (its address is in the task manifest)."""
 
     def __init__(self, chain: Chain, address: str, from_block: int = 0) -> None:
         self.chain = chain
-        self.address = address
-        self.contract = chain.w3.eth.contract(address=address, abi=_artifact()["abi"])
+        self.address = to_checksum_address(address)
+        self.contract: Any = chain.w3.eth.contract(address=self.address, abi=_artifact()["abi"])
         self._scan = _Scan(next_block=from_block)
         self._separator: bytes | None = None
+
+    @classmethod
+    def deploy(
+        cls, chain: Chain, deployer: LocalAccount, task: str, reveal_window: int
+    ) -> PrivacyRecordsContract:
+        """Deploy the records contract of ``task`` (gas recorded as ``deployRecords``)."""
+        art = _artifact()
+        address, _ = chain.deploy(
+            deployer, art["abi"], art["bytecode"], task, reveal_window, op="deployRecords"
+        )
+        return cls(chain, address)
+
+    def check_task(self, task: str) -> None:
+        """Refuse a records contract that does not belong to ``task``."""
+        bound = str(self.chain.call(self.contract.functions.task()))
+        if to_checksum_address(bound) != to_checksum_address(task):
+            raise ConfigError(
+                f"privacy records contract {self.address} belongs to task {bound}, not {task}"
+            )
+
+    def revealing(self, round_: int) -> bool:
+        """Whether ``round_``'s reveal window is open now (``REVEAL`` records accepted)."""
+        return bool(self.chain.call(self.contract.functions.revealing(round_)))
 
     @property
     def separator(self) -> bytes:

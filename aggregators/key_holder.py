@@ -70,7 +70,7 @@ class KeyHolderNode:
     def step(self) -> list[AggregatorEvent]:
         """Publish the current round's decryption once the round is Revealing."""
         round_ = self.task.current_round()
-        if round_ == 0 or round_ in self._done or self.task.phase(round_) != Phase.REVEALING:
+        if round_ == 0 or round_ in self._done or not self._revealing(round_):
             return []
         if self._index is None:
             self._index = self.task.client_index(self.address)
@@ -95,6 +95,9 @@ class KeyHolderNode:
                 {"bytes": len(decryption), "gas": int(receipt["gasUsed"])},
             )
         ]
+
+    def _revealing(self, round_: int) -> bool:
+        return self.task.phase(round_) == Phase.AGGREGATING and self.records.revealing(round_)
 
     def decrypt(self, round_: int) -> bytes:
         """The decryption record of ``round_``'s included updates (HEError if too few)."""

@@ -89,6 +89,8 @@ class PrivateSource(Protocol):
 
     def valid(self, round_: int, client: str, payload: bytes) -> bool: ...
 
+    def settled(self, round_: int) -> bool: ...
+
     def inputs(self, round_: int, updates: Sequence[RegisteredUpdate]) -> PrivateInputs: ...
 
 
@@ -221,6 +223,8 @@ class AggregatorNode:
             )
         if chosen.address != self.address or (round_, chosen.attempt) in self.withheld:
             return []
+        if self.private is not None and not self.private.settled(round_):
+            return []  # reveals may still come: the round's inputs are not final yet
         self._crash_here("before-submit", round_)
         result, inputs = self.compute(round_)
         ctx = RoundContext(

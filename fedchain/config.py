@@ -104,6 +104,7 @@ class DemoConfig:
             clip_quantile=self.clip_quantile,
             clip_learning_rate=self.clip_learning_rate,
             clip_bit_epsilon=self.clip_bit_epsilon,
+            reveal_window=self.reveal_window,
         )
 
     # signed update records per submitUpdates batch the in-process fleet relays (0: every
@@ -239,6 +240,12 @@ class DemoConfig:
                 "rule",
                 f"needs each update, which --privacy {spec.mode} hides (aggregators only see "
                 f"the sum); rules that work on the sum: {ok}",
+            )
+        if self.reveal_window + 2 > self.submit_timeout:
+            raise bad(
+                "reveal_window",
+                f"must leave the aggregator time to submit after it: at most --submit-timeout "
+                f"- 2 = {self.submit_timeout - 2}",
             )
         if self.min_updates is not None and self.min_updates < spec.threshold:
             raise bad(

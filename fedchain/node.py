@@ -114,6 +114,7 @@ class NodeProcess:
         from phe import paillier
 
         from aggregators.key_holder import KeyHolderNode
+        from fedchain.private_view import task_records
 
         key = self.entry["he_private_key"]
         public = paillier.PaillierPublicKey(int(key["n"], 16))
@@ -122,7 +123,7 @@ class NodeProcess:
             self.name,
             self.account,
             self.task,
-            self.task.privacy_records(),
+            task_records(self.task, self.manifest),
             self.store,
             self.manifest,
             private,

@@ -49,11 +49,11 @@ from privacy.secagg_round import (
     peers_from_payloads,
 )
 from privacy.spec import PrivacySpec
-from protocol.errors import CodecError, ContractRevert, HEError, SecAggError
+from protocol.errors import CodecError, ConfigError, ContractRevert, HEError, SecAggError
 from protocol.manifest import TaskManifest
 from protocol.payloads import update_max_bytes
 
-__all__ = ["HePayloads", "HeView", "SecAggClient", "SecAggView", "private_views"]
+__all__ = ["HePayloads", "HeView", "SecAggClient", "SecAggView", "private_views", "task_records"]
 
 
 @dataclass
@@ -136,6 +136,10 @@ class SecAggView:
             return False
         return True
 
+    def settled(self, round_: int) -> bool:
+        """Whether ``round_``'s published inputs are final (its reveal window has closed)."""
+        return not self.records.revealing(round_)
+
     def included(self, round_: int) -> dict[int, MaskedUpdate]:
         """The round's included, valid masked updates by client (the set must be fixed)."""
         state = self._round(round_)
@@ -212,6 +216,10 @@ class HeView:
             return False
         return True
 
+    def settled(self, round_: int) -> bool:
+        """Whether ``round_``'s published inputs are final (its reveal window has closed)."""
+        return not self.records.revealing(round_)
+
     def inputs(self, round_: int, updates: Sequence[RegisteredUpdate]) -> PrivateInputs:
         """The round's context: the key holder's first decryption record, if any."""
         holder = self.holder_index()
@@ -254,7 +262,8 @@ class SecAggClient:
             out.append((MASK_KEY, client_key_record(self.secrets, round_ + 1, ctx).to_bytes()))
         if (
             round_ > 0
-            and phase == Phase.REVEALING
+            and phase == Phase.AGGREGATING
+            and records.revealing(round_)
             and self.index not in records.first_payloads(round_, REVEAL)
         ):
             out.append((REVEAL, self.reveal(round_)))
@@ -318,6 +327,16 @@ class HePayloads:
         return []
 
 
+def task_records(task: TaskContract, manifest: TaskManifest) -> PrivacyRecordsContract:
+    """The records contract the manifest of ``task`` names (checked to belong to it)."""
+    spec = PrivacySpec.from_manifest(manifest.privacy)
+    if not spec.records_contract:
+        raise ConfigError("the task manifest names no privacy records contract")
+    records = PrivacyRecordsContract(task.chain, spec.records_contract)
+    records.check_task(task.address)
+    return records
+
+
 def private_views(
     task: TaskContract, store: ContentStore, manifest: TaskManifest
 ) -> SecAggView | HeView | None:
@@ -325,7 +344,7 @@ def private_views(
     spec = PrivacySpec.from_manifest(manifest.privacy)
     if not spec.hides_updates:
         return None
-    records = task.privacy_records()
+    records = task_records(task, manifest)
     if "secagg" in spec.components:
         return SecAggView(task, records, store, manifest)
     return HeView(task, records, manifest)

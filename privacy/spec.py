@@ -113,7 +113,9 @@ class PrivacySpec:
     (the round survives ``K − ⌈(1 − ρ)K⌉`` dropouts; the DDP noise is sized for them);
     ``ddp_scale`` S is the integer L2 bound of one client's DDP vector. Adaptive clipping:
     ``clip_quantile`` γ, ``clip_learning_rate`` η, ``clip_bit_epsilon`` per round. HE:
-    ``he_public_key`` (hex of the canonical bytes) and ``he_key_holder`` (address).
+    ``he_public_key`` (hex of the canonical bytes) and ``he_key_holder`` (address). Sum
+    modes publish their records on the task's ``records_contract`` (address, fixed before
+    deployment), whose reveal window is ``reveal_window`` blocks.
     """
 
     mode: str = "none"
@@ -133,6 +135,8 @@ class PrivacySpec:
     clip_bit_epsilon: float = 0.5
     he_public_key: str | None = None
     he_key_holder: str | None = None
+    records_contract: str | None = None
+    reveal_window: int = 3
 
     @property
     def enabled(self) -> bool:
@@ -236,6 +240,8 @@ class PrivacySpec:
             )
         if not 0.0 <= float(self.dropout_fraction) < 1.0:
             raise ConfigError(f"dropout_fraction {self.dropout_fraction!r}: must lie in [0, 1)")
+        if int(self.reveal_window) < 1:
+            raise ConfigError(f"reveal_window {self.reveal_window!r}: must be at least 1 block")
         if float(self.sample_rate) < 1.0:
             raise ConfigError(
                 f"sample_rate {self.sample_rate!r}: privacy {self.mode!r} needs every client "
@@ -360,6 +366,8 @@ class PrivacySpec:
                 "num_clients": self.num_clients,
                 "dropout_fraction": self.dropout_fraction,
                 "threshold": self.threshold,
+                "records_contract": self.records_contract,
+                "reveal_window": self.reveal_window,
             }
         if self.distributed:
             p = self.ddp()
@@ -402,6 +410,8 @@ class PrivacySpec:
                 kw.update(
                     num_clients=int(agg["num_clients"]),
                     dropout_fraction=float(agg["dropout_fraction"]),
+                    records_contract=agg.get("records_contract"),
+                    reveal_window=int(agg.get("reveal_window", 3)),
                 )
             if "ddp" in obj:
                 kw["ddp_scale"] = int(obj["ddp"]["scale"])

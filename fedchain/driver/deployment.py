@@ -25,6 +25,7 @@ from eth_account.signers.local import LocalAccount
 
 from adapters.chain import Chain
 from adapters.contract import TaskConfig, TaskContract
+from adapters.privacy_records import PrivacyRecordsContract, predicted_address
 from adapters.storage import ContentStore, LocalStore, PeerStore, open_store
 from aggregators.behaviours import HONEST, Behaviour
 from aggregators.key_holder import KeyHolderNode
@@ -37,7 +38,14 @@ from clients.training import TrainConfig, default_training
 from consensus.messages import Domain
 from fedchain.config import ROTATIONS, WEI_PER_ETH, DemoConfig, short_reason
 from fedchain.driver.engine import ModelSpec
-from fedchain.private_view import HePayloads, HeView, SecAggClient, SecAggView, private_views
+from fedchain.private_view import (
+    HePayloads,
+    HeView,
+    SecAggClient,
+    SecAggView,
+    private_views,
+    task_records,
+)
 from fedchain.scenario import Collusion, Scenario, client_attack_hooks
 from privacy.client_keys import ClientSecrets
 from privacy.distributed import check_ring
@@ -217,7 +225,7 @@ class Deployment:
         return PeerStore(self.node_stores[address], self.node_stores)
 
     _shared_model: Any = None
-    _private_view: Any = None
+    _private_view: SecAggView | HeView | None = None
 
     @property
     def privacy(self) -> PrivacySpec:
@@ -253,7 +261,7 @@ class Deployment:
             "key-holder",
             self.key_holder,
             self.task,
-            self.task.privacy_records(),
+            task_records(self.task, self.manifest),
             self.store_for(self.key_holder.address),
             self.manifest,
             self.he_private_key,
@@ -407,6 +415,10 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
             he_public_key=public_key_bytes(public).hex(),
             he_key_holder=chain.accounts[1 + cfg.aggregators + cfg.clients].address,
         )
+    deployer = chain.accounts[0]
+    if spec.hides_updates:  # the records contract is deployed right after the task
+        nonce = chain.w3.eth.get_transaction_count(deployer.address)
+        spec = replace(spec, records_contract=predicted_address(deployer.address, nonce + 1))
     manifest = task_manifest(cfg, train, layout, spec)
     if spec.distributed:
         try:  # the model size is known only now: refuse sums that could wrap the ring
@@ -424,12 +436,19 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
         creator.put(manifest.to_bytes())
     except StorageError as exc:
         raise ConfigError(f"--store {cfg.store!r}: {short_reason(exc)}") from exc
-    deployer = chain.accounts[0]
     agg_accounts = chain.accounts[1 : 1 + cfg.aggregators]
     client_accounts = chain.accounts[1 + cfg.aggregators : 1 + cfg.aggregators + cfg.clients]
     holder = chain.accounts[1 + cfg.aggregators + cfg.clients] if key_holder else None
     config = task_config(cfg, content_digest(initial_payload), manifest.digest)
     task = TaskContract.deploy(chain, deployer, config)
+    if spec.hides_updates:
+        records = PrivacyRecordsContract.deploy(chain, deployer, task.address, spec.reveal_window)
+        if records.address != spec.records_contract:
+            raise ChainError(
+                f"the privacy records contract landed at {records.address}, not at "
+                f"{spec.records_contract} as the manifest says (another transaction of the "
+                "deployer in between?)"
+            )
     for acct in agg_accounts:
         task.register_aggregator(acct)
     for acct in client_accounts:
