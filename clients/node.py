@@ -90,6 +90,7 @@ class ClientNode:
         payload_hook: PayloadHook | None = None,
         ready: Callable[[int], bool] | None = None,
         publish: PublishHook | None = None,
+        offline: Callable[[int], bool] | None = None,
         private: PrivatePayloads | None = None,
     ) -> None:
         self.name = name
@@ -107,6 +108,8 @@ class ClientNode:
         self.payload_hook = payload_hook
         self.ready = ready
         self.publish = publish
+        #: rounds in which this client is offline (registers nothing: a dropout)
+        self.offline = offline
         self._submitted: set[int] = set()
         self._client_index: int | None = None
         #: the task's privacy settings, read from its manifest (bound on-chain)
@@ -135,7 +138,8 @@ class ClientNode:
         """Whether this client releases an update in ``round_``: within its privacy budget,
         sampled, and (secure aggregation) a peer of the round (always, without privacy)."""
         return (
-            self.privacy_allows(round_)
+            (self.offline is None or not self.offline(round_))
+            and self.privacy_allows(round_)
             and self.sampled(round_)
             and (self.private is None or self.private.takes_part(round_))
         )
@@ -210,6 +214,8 @@ class ClientNode:
             ]
 
     def _skip_reason(self, round_: int) -> str:
+        if self.offline is not None and self.offline(round_):
+            return "offline"
         if not self.privacy_allows(round_):
             return "privacy budget exhausted"
         if not self.sampled(round_):

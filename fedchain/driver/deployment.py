@@ -46,7 +46,7 @@ from fedchain.private_view import (
     private_views,
     task_records,
 )
-from fedchain.scenario import Collusion, Scenario, client_attack_hooks
+from fedchain.scenario import CLIENT_OFFLINE, Collusion, Scenario, client_attack_hooks
 from privacy.client_keys import ClientSecrets
 from privacy.distributed import check_ring
 from privacy.he import generate_keypair, public_key_bytes
@@ -349,6 +349,7 @@ class Deployment:
             to = list(attack.params.get("to", [])) if attack.attack == "publish_some" else []
             peers = [self.agg_accounts[i].address for i in to]
             publish = _partial_publisher(store, attack.active, peers)
+        offline = attack.active if attack is not None and attack.attack == CLIENT_OFFLINE else None
         if attack is not None:
             data, delta_hook, payload_hook = client_attack_hooks(
                 attack, data, self.layout, seed=cfg.seed * 1000 + index, collusion=collusion
@@ -370,6 +371,7 @@ class Deployment:
             payload_hook=payload_hook,
             ready=ready_hook,
             publish=publish,
+            offline=offline,
             private=self.client_private(index),
         )
 
