@@ -165,6 +165,7 @@ def up(
         run_cfg = DemoConfig(
             **{
                 **asdict(cfg),
+                **reveal_timing(cfg, block_time),
                 "rpc_url": anvil.url,
                 "funding_key": anvil.funding_key,
                 "store": store,
@@ -237,6 +238,22 @@ def up(
         down(directory)
         raise
     return spec
+
+
+#: Seconds a secure-aggregation or HE round's reveal window lasts on the testnet by default:
+#: each client process fetches the included payloads and computes its reveal in it.
+REVEAL_SECONDS = 10.0
+
+
+def reveal_timing(cfg: DemoConfig, block_time: float) -> dict[str, int]:
+    """A reveal window of :data:`REVEAL_SECONDS` (unless ``--reveal-window`` was given) and
+    a submit timeout that still leaves the aggregator ``--submit-timeout`` blocks after it."""
+    from privacy.spec import SUM_MODES, parse_mode
+
+    if parse_mode(cfg.privacy) not in SUM_MODES or cfg.reveal_window != DemoConfig.reveal_window:
+        return {}
+    window = max(cfg.reveal_window, int(-(-REVEAL_SECONDS // block_time)))
+    return {"reveal_window": window, "submit_timeout": cfg.submit_timeout + window}
 
 
 #: Seconds ``up`` waits for the client processes' secure-aggregation keys before it starts

@@ -66,9 +66,7 @@ def test_a_dropped_client_is_recovered_from_published_reveals(tmp_path: Path) ->
 
 @pytest.mark.slow
 @pytest.mark.parametrize("privacy", ["secagg", "ddp+secagg", "he"])
-def test_private_demo_finalizes_every_round_and_hides_updates(
-    tmp_path: Path, privacy: str
-) -> None:
+def test_private_demo_finalizes_every_round_and_hides_updates(tmp_path: Path, privacy: str) -> None:
     kw: dict[str, object] = {}
     if "ddp" in privacy:
         kw.update(target_epsilon=8.0, target_delta=1e-5)
