@@ -143,6 +143,16 @@ def test_faulty_aggregate_under_ldp_is_rejected_as_in_plaintext(tmp_path: Path) 
         (["--privacy", "ddp+secagg"], "give a target"),
         (["--privacy", "secagg", "--rule", "median"], "--rule 'median': needs each update"),
         (["--privacy", "he", "--rule", "trimmed_mean"], "rules that work on the sum"),
+        (
+            ["--privacy", "secagg", "--rule", "krum", "--rule-param", "f=1"],
+            "--rule 'krum': needs each update",
+        ),
+        (["--privacy", "he", "--rule", "bulyan", "--rule-param", "f=1"], "needs each update"),
+        (["--privacy", "ddp+secagg", "--target-epsilon", "4", "--rule", "median"], "median"),
+        (
+            ["--privacy", "secagg", "--reveal-window", "9"],
+            "--reveal-window 9: must leave the aggregator time to submit",
+        ),
         (["--privacy", "secagg", "--clients", "1"], "needs at least 2 clients"),
         (["--privacy", "secagg", "--min-updates", "2"], "below the secure-aggregation threshold"),
         (["--privacy", "secagg", "--clip", "4000"], "wrap around the 32-bit ring"),

@@ -96,24 +96,3 @@ def test_private_demo_finalizes_every_round_and_hides_updates(tmp_path: Path, pr
     payload = get_by_digest(dep.store, first.digest)
     with pytest.raises(CodecError):
         decode_update(dep.manifest.layout, dep.manifest.numeric, 1, payload)
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--privacy", "secagg", "--rule", "krum"], "--rule 'krum': needs each update"),
-        (["--privacy", "secagg", "--rule", "bulyan"], "needs each update"),
-        (["--privacy", "ddp+secagg", "--target-epsilon", "4", "--rule", "median"], "median"),
-        (
-            ["--privacy", "secagg", "--reveal-window", "9"],
-            "--reveal-window 9: must leave the aggregator time to submit",
-        ),
-    ],
-)
-def test_rules_needing_individual_updates_refuse_private_sums(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
-) -> None:
-    assert main(["demo", "--out", str(tmp_path / "runs"), *args]) == 2
-    err = capsys.readouterr().err.strip()
-    assert message in err and "\n" not in err and "Traceback" not in err
-    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

@@ -271,11 +271,7 @@ def privacy_summary(spec: PrivacySpec, rounds_run: int) -> dict[str, Any]:
         "sample_rate": spec.sample_rate,
     }
     if spec.adaptive_clip:
-        out["adaptive_clip"] = {
-            "target_quantile": spec.clip_quantile,
-            "learning_rate": spec.clip_learning_rate,
-            "bit_epsilon": spec.clip_bit_epsilon,
-        }
+        out["adaptive_clip"] = spec.to_manifest()["adaptive_clip"]
     if spec.hides_updates:
         out.update(num_clients=spec.num_clients, threshold=spec.threshold)
     if spec.distributed:
