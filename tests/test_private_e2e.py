@@ -41,6 +41,7 @@ def test_faulty_aggregate_under_private_sums_is_rejected_as_in_plaintext(
     verdict, summary, twin = _run(tmp_path, name)
     assert {k: verdict["faults"][k] for k in SAME} == {k: plain["faults"][k] for k in SAME}
     assert verdict["faults"]["rejected"] == 1 and verdict["outcome"] == "safe"
+    assert verdict["faults"]["detection_blocks_mean"] == plain["faults"]["detection_blocks_mean"]
     assert summary["privacy"]["mode"] == ("ddp+secagg" if "secagg" in name else "he")
     # the final model is byte-identical to the honest twin's (same digest, same CID)
     assert summary["final_model_digest"] == twin["final_model_digest"]
