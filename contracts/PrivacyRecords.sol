@@ -3,7 +3,50 @@ pragma solidity ^0.8.24;
 
 import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {ClientRecords} from "./lib/ClientRecords.sol";
-import {FedChainTask} from "./FedChainTask.sol";
+
+/// @notice What PrivacyRecords reads of its task: a subset of FedChainTask's ABI, mirrored
+///         here (not imported) so that each contract is analysed on its own (Slither cannot
+///         parse two EIP712 contracts in one compilation unit).
+interface IFedChainTaskView {
+    enum Phase {
+        Pending,
+        Collecting,
+        Attesting,
+        Aggregating,
+        Submitted,
+        Disputed,
+        Finalized
+    }
+
+    struct RoundInfo {
+        Phase phase;
+        uint64 openBlock;
+        uint64 closeBlock;
+        bool collectionClosed;
+        uint32 updateCount;
+        uint32 attempt;
+        uint64 attemptStart;
+        uint64 deadlineBlock;
+        address aggregator;
+        bytes32 aggregateDigest;
+        uint64 submitBlock;
+        uint64 challengeDeadline;
+        uint32 submissionAttempt;
+        uint32 submissionUpdateCount;
+        bool finalized;
+        address challenger;
+        uint64 challengeBlock;
+        uint64 disputeDeadline;
+        uint32 attestCount;
+        uint64 attestEnd;
+        bool availabilityFixed;
+    }
+
+    function currentRound() external view returns (uint256);
+    function taskCompleted() external view returns (bool);
+    function clientInfo(address account) external view returns (bool registered, uint256 index);
+    function getRound(uint256 round) external view returns (RoundInfo memory);
+}
 
 /// @title PrivacyRecords
 /// @notice The published material of a private task's rounds (secure aggregation, HE), kept
@@ -30,7 +73,7 @@ contract PrivacyRecords is EIP712 {
     uint256 private constant HEADER_BYTES = 69;
 
     /// @notice The task whose rounds the records belong to.
-    FedChainTask public immutable task;
+    IFedChainTaskView public immutable task;
     /// @notice Blocks after a round's included set is fixed (attempt 0 starts) during which
     ///         its `REVEAL` records are accepted; honest aggregators compute after it.
     uint256 public immutable revealWindow;
@@ -66,7 +109,7 @@ contract PrivacyRecords is EIP712 {
     /// @param task_ The task (FedChainTask) the records belong to.
     /// @param revealWindow_ Blocks of each round's reveal window (at least 1).
     constructor(address task_, uint256 revealWindow_) EIP712("FedChainPrivacyRecords", "1") {
-        task = FedChainTask(task_);
+        task = IFedChainTaskView(task_);
         revealWindow = revealWindow_ == 0 ? 1 : revealWindow_;
     }
 
@@ -130,8 +173,8 @@ contract PrivacyRecords is EIP712 {
     /// @notice Whether `round`'s `REVEAL` records are accepted now: its included set is fixed
     ///         (attempt 0 aggregating) and fewer than `revealWindow` blocks have passed since.
     function revealing(uint256 round) public view returns (bool) {
-        FedChainTask.RoundInfo memory info = task.getRound(round);
-        return info.phase == FedChainTask.Phase.Aggregating && info.attempt == 0
+        IFedChainTaskView.RoundInfo memory info = task.getRound(round);
+        return info.phase == IFedChainTaskView.Phase.Aggregating && info.attempt == 0
             && block.number < uint256(info.attemptStart) + revealWindow;
     }
 
