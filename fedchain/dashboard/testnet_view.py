@@ -1,0 +1,463 @@
+"""A testnet followed live: its nodes' JSON logs and its chain, folded like a run's events.
+
+A testnet writes no ``events.jsonl``. :class:`NodeLogMapper` (pure) turns each line a node
+process logs (``DIR/logs/NODE.log``, see :mod:`fedchain.node`) into the event kinds of
+:mod:`fedchain.driver.events`: registrations, attestations, submissions (with the node's own
+"faulty" flag), timeouts, challenges, dispute expiry, and the PBFT members' own verdicts,
+decisions and view changes. :class:`ChainWatcher` reads the chain once per new block: the
+round's phase and attempt, the contract's chosen aggregator, stakes and credits, and the
+contract's own event logs for what only the chain settles (``RoundFinalized``,
+``DisputeResolved``, ``Slashed``, ``EquivocationSlashed``, ``TaskCompleted``); a finalized
+global model is evaluated on the task's test set as the in-process driver does.
+:class:`TestnetSource` puts both into one :class:`~fedchain.dashboard.model.RunView` and
+reports which node processes are alive.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from fedchain.dashboard.model import RunView
+from fedchain.dashboard.sources import LineTail, read_json
+
+#: Node log actions that only tell about the process (shown in the nodes table and feed).
+PROCESS_ACTIONS = frozenset({"start", "done", "error", "timeout", "retry", "interrupted"})
+
+
+class NodeLogMapper:
+    """Node log lines to dashboard events (remembers node names by address)."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.names = {str(n["address"]): str(n["name"]) for n in spec.get("nodes", [])}
+        self.behaviours = {
+            str(n["name"]): dict(n.get("behaviour") or {})
+            for n in spec.get("nodes", [])
+            if n.get("role") == "aggregator"
+        }
+
+    def name(self, address: Any) -> str | None:
+        return None if address is None else self.names.get(str(address), str(address))
+
+    def events(self, line: dict[str, Any]) -> list[dict[str, Any]]:
+        """The events one log line stands for (often none), plus its gas if it sent one."""
+        out = self._events(line)
+        gas = line.get("gas")
+        if isinstance(gas, int) and not isinstance(gas, bool):
+            op = str(line.get("action"))
+            out.append({"t": line.get("t"), "kind": "gas", "operation": op, "gas": gas})
+        return out
+
+    def _events(self, line: dict[str, Any]) -> list[dict[str, Any]]:
+        node = str(line.get("node", "?"))
+        action = str(line.get("action", ""))
+        base = {"t": line.get("t"), "round": line.get("round")}
+        attempt = line.get("attempt")
+        if action in PROCESS_ACTIONS:
+            return [{**base, "kind": "node", "node": node, "action": action}]
+        if action == "submitUpdate":
+            return [{**base, "kind": "update_registered", "client": node}]
+        if action == "submitUpdate-refused":
+            return [{**base, "kind": "client_refused", "client": node}]
+        if action == "attest":
+            return [
+                {
+                    **base,
+                    "kind": "attested",
+                    "aggregator": node,
+                    "held": line.get("held"),
+                    "updates": line.get("updates"),
+                }
+            ]
+        if action == "submitAggregate":
+            honest = line.get("honest")
+            faulty = None if honest is None else not honest
+            publish = self.behaviours.get(node, {}).get("publish", "honest")
+            return [
+                {
+                    **base,
+                    "kind": "aggregate_submitted",
+                    "attempt": attempt,
+                    "aggregator": node,
+                    "digest": line.get("digest"),
+                    "faulty": faulty,
+                    "behaviour": publish if faulty else "honest",
+                    "block": line.get("block"),
+                    "gas": line.get("gas"),
+                }
+            ]
+        if action == "advanceAttempt":
+            return [
+                {
+                    **base,
+                    "kind": "timeout",
+                    "attempt": attempt,
+                    "aggregator": self.name(line.get("laggard")),
+                    "block": line.get("block"),
+                }
+            ]
+        if action == "challenge":
+            return [
+                {
+                    **base,
+                    "kind": "challenge",
+                    "attempt": attempt,
+                    "challenger": node,
+                    "block": line.get("block"),
+                }
+            ]
+        if action == "expireDispute":
+            return [
+                {
+                    **base,
+                    "kind": "dispute_expired",
+                    "attempt": attempt,
+                    "by": node,
+                    "block": line.get("block"),
+                }
+            ]
+        if action == "pbft-start":
+            return [
+                {
+                    **base,
+                    "kind": "pbft_vote",
+                    "attempt": attempt,
+                    "member": node,
+                    "verdict": line.get("my_verdict"),
+                    "pbft": self.behaviours.get(node, {}).get("pbft", "honest"),
+                }
+            ]
+        if action == "pbft-decided":
+            return [
+                {
+                    **base,
+                    "kind": "pbft_decided",
+                    "attempt": attempt,
+                    "member": node,
+                    "verdict": line.get("verdict"),
+                    "view": line.get("view"),
+                }
+            ]
+        if action == "pbft-view":
+            return [
+                {
+                    "t": line.get("t"),
+                    "kind": "pbft_view",
+                    "member": node,
+                    "view": line.get("view"),
+                    "view_changes": line.get("view_changes"),
+                }
+            ]
+        return []
+
+
+def run_started(spec: dict[str, Any], name: str) -> dict[str, Any]:
+    """The ``run_started`` event of a testnet, from its ``testnet.json``."""
+    cfg = spec.get("config") or {}
+    aggs = [n for n in spec.get("nodes", []) if n.get("role") == "aggregator"]
+    return {
+        "t": spec.get("started"),
+        "kind": "run_started",
+        "name": name,
+        "run_kind": "testnet",
+        "task": spec.get("task"),
+        "chain_id": spec.get("chain_id"),
+        "rounds": cfg.get("rounds"),
+        "clients": sum(1 for n in spec.get("nodes", []) if n.get("role") == "client"),
+        "rule": cfg.get("rule"),
+        "aggregators": [{"name": n["name"], "address": n["address"]} for n in aggs],
+        "byzantine": [int(n["index"]) for n in aggs if n.get("behaviour")],
+    }
+
+
+class ChainWatcher:
+    """Reads a testnet task's chain once per new block and reports what changed as events."""
+
+    def __init__(self, spec: dict[str, Any], mapper: NodeLogMapper) -> None:
+        from web3 import Web3
+
+        from adapters.chain import Chain
+        from adapters.contract import TaskContract
+
+        self.spec = spec
+        self.mapper = mapper
+        w3 = Web3(Web3.HTTPProvider(spec["rpc_url"], request_kwargs={"timeout": 5}))
+        self.chain = Chain(w3, [])
+        self.task = TaskContract.at(self.chain, spec["task"])
+        self.members = [
+            str(n["address"])
+            for n in sorted(
+                (n for n in spec["nodes"] if n.get("role") == "aggregator"),
+                key=lambda n: int(n["index"]),
+            )
+        ]
+        self.last_block = -1
+        self.logs_from = 0
+        self.phase_key: tuple[int, str, int] | None = None
+        self.chosen: set[tuple[int, int]] = set()
+        self.stakes: tuple[dict[str, Any], int] | None = None
+        self.evaluator: Any = None
+
+    def config(self) -> dict[str, Any]:
+        """Bonds and windows of the task (the testnet's ``run_started`` extras)."""
+        tc = self.task.config()
+        return {
+            "bonds": {
+                "stake": tc.aggregator_stake,
+                "aggregate_bond": tc.aggregate_bond,
+                "challenge_bond": tc.challenge_bond,
+                "timeout_penalty": tc.timeout_penalty,
+            },
+            "windows": {
+                "collect": tc.collect_window,
+                "attest": tc.attest_window,
+                "submit_timeout": tc.submit_timeout,
+                "challenge": tc.challenge_window,
+                "dispute_timeout": tc.dispute_timeout,
+            },
+        }
+
+    def poll(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Events since the last poll, and the chain's status line (block, round, phase)."""
+        from adapters.contract import Phase
+
+        now = time.time()
+        block = self.chain.block_number()
+        r = self.task.current_round()
+        completed = self.task.task_completed()
+        status: dict[str, Any] = {"block": block, "round": r, "completed": completed}
+        if block == self.last_block:
+            return [], status
+        self.last_block = block
+        events: list[dict[str, Any]] = []
+        if r > 0:
+            info = self.task.round_info(r)
+            phase = info.phase.name.lower()
+            attempt = (
+                info.submission_attempt
+                if info.phase in (Phase.SUBMITTED, Phase.DISPUTED)
+                else info.attempt
+            )
+            status["phase"] = phase
+            key = (r, phase, attempt)
+            if key != self.phase_key and phase not in ("pending", "finalized"):
+                self.phase_key = key
+                events.append(
+                    {"t": now, "kind": "phase", "round": r, "attempt": attempt, "phase": phase}
+                )
+            if info.phase == Phase.AGGREGATING:
+                chosen = self.task.current_aggregator()
+                if chosen.address is not None and (r, chosen.attempt) not in self.chosen:
+                    self.chosen.add((r, chosen.attempt))
+                    events.append(
+                        {
+                            "t": now,
+                            "kind": "chosen",
+                            "round": r,
+                            "attempt": chosen.attempt,
+                            "aggregator": self.mapper.name(chosen.address),
+                            "deadline_block": chosen.deadline_block,
+                        }
+                    )
+        events += self._logs(block, now)
+        stakes = {}
+        for address in self.members:
+            ai = self.task.aggregator_info(address)
+            stakes[self.mapper.name(address) or address] = {
+                "stake": ai.stake,
+                "active": ai.active,
+                "slashed": ai.slashed,
+                "credits": self.task.credits(address),
+            }
+        treasury = self.task.credits(self.task.owner())
+        if (stakes, treasury) != self.stakes:
+            self.stakes = (stakes, treasury)
+            events.append({"t": now, "kind": "stakes", "aggregators": stakes, "treasury": treasury})
+        return events, status
+
+    def _logs(self, block: int, now: float) -> list[dict[str, Any]]:
+        """The contract's settled events in blocks [logs_from, block].
+
+        Events of the first poll (a dashboard opened on a running or finished testnet)
+        carry their block's timestamp; later ones the time they were seen.
+        """
+        catching_up = self.logs_from == 0
+        logs = self.chain.w3.eth.get_logs(
+            {"address": self.task.address, "fromBlock": self.logs_from, "toBlock": block}  # type: ignore[typeddict-item]
+        )
+        self.logs_from = block + 1
+        out: list[dict[str, Any]] = []
+        last_round: int | None = None
+        for log in logs:
+            t = self._block_time(int(log["blockNumber"])) if catching_up else now
+            for ev in self.task.events({"logs": [log]}):
+                event = self._chain_event(ev.name, ev.args, t, last_round)
+                if event is not None:
+                    last_round = event.get("round", last_round)
+                    out.append(event)
+        return out
+
+    def _block_time(self, number: int) -> float:
+        return float(self.chain.w3.eth.get_block(number)["timestamp"])
+
+    def _chain_event(
+        self, name: str, a: Any, t: float, last_round: int | None
+    ) -> dict[str, Any] | None:
+        """The dashboard event of one decoded contract event (None: not shown)."""
+        if name == "RoundFinalized":
+            accuracy, loss = self._evaluate(bytes(a["digest"]))
+            return {
+                "t": t,
+                "kind": "round_finalized",
+                "round": int(a["round"]),
+                "aggregator": self.mapper.name(a["aggregator"]),
+                "digest": bytes(a["digest"]).hex(),
+                "accuracy": accuracy,
+                "loss": loss,
+            }
+        if name == "DisputeResolved":
+            return {
+                "t": t,
+                "kind": "dispute_resolved",
+                "round": int(a["round"]),
+                "attempt": int(a["attempt"]),
+                "verdict": "faulty" if a["faulty"] else "upheld",
+                "view": int(a["viewNumber"]),
+                "challenger": self.mapper.name(a["challenger"]),
+            }
+        if name == "Slashed":  # emitted inside resolveDispute / slashEquivocation
+            return {
+                "t": t,
+                "kind": "slashed",
+                "round": last_round,
+                "aggregator": self.mapper.name(a["aggregator"]),
+                "amount": int(a["amount"]),
+            }
+        if name == "EquivocationSlashed":
+            return {
+                "t": t,
+                "kind": "equivocation_slashed",
+                "offender": self.mapper.name(a["aggregator"]),
+                "reporter": self.mapper.name(a["reporter"]),
+                "message": ("pre-prepare", "prepare", "commit")[min(int(a["kind"]), 2)],
+                "gas": None,
+            }
+        if name == "TaskCompleted":
+            return {"t": t, "kind": "run_finished", "rounds_finalized": int(a["numRounds"])}
+        return None
+
+    def _evaluate(self, digest: bytes) -> tuple[float | None, float | None]:
+        """Accuracy and loss of a finalized global model (None if it cannot be read)."""
+        from protocol.errors import FedchainError
+
+        try:
+            if self.evaluator is None:
+                self.evaluator = ModelEvaluator(self.spec)
+            accuracy, loss = self.evaluator(digest)
+        except FedchainError:
+            return None, None
+        return float(accuracy), float(loss)
+
+
+class ModelEvaluator:
+    """Evaluates a testnet's global models on its test set, as the in-process driver does."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        from adapters.storage import open_store
+        from clients.models import build_model, param_spec
+        from fedchain.config import DemoConfig
+        from fedchain.driver.deployment import federated_data
+        from protocol.payloads import ModelLayout
+
+        self.cfg = DemoConfig(**spec["config"])
+        _, self.test, _ = federated_data(self.cfg)
+        self.model = build_model(
+            self.cfg.model, self.test.input_shape, self.test.num_classes, seed=self.cfg.seed
+        )
+        self.layout = ModelLayout.from_spec(param_spec(self.model))
+        self.store = open_store(
+            "ipfs:" + spec["ipfs_api"] if spec.get("ipfs_api") else spec["store_dir"]
+        )
+
+    def __call__(self, digest: bytes) -> tuple[float, float]:
+        from fedchain.driver.records import evaluate_global_state
+
+        return evaluate_global_state(
+            self.store, digest, self.layout, self.cfg.frac_bits, self.model, self.test
+        )
+
+
+class TestnetSource:
+    """A testnet directory followed into a :class:`RunView` (node logs + chain)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.spec = read_json(path / "testnet.json") or {}
+        self.mapper = NodeLogMapper(self.spec)
+        self.view = RunView()
+        self.view.apply(run_started(self.spec, path.name))
+        self.tails = {
+            str(n["name"]): LineTail(path / "logs" / f"{n['name']}.log")
+            for n in self.spec.get("nodes", [])
+        }
+        self.watcher: ChainWatcher | None = None
+        self.chain_status: dict[str, Any] = {}
+        self.chain_error: str | None = None
+        self.processes: dict[str, dict[str, Any]] = {}
+        self.version = 0
+
+    def node_processes(self) -> dict[str, dict[str, Any]]:
+        """Every node and service: role, pid, running (from the PID files)."""
+        from adapters.services import is_running
+        from fedchain import testnet
+
+        out: dict[str, dict[str, Any]] = {}
+        for name, svc in (self.spec.get("services") or {}).items():
+            pid = svc.get("pid")
+            out[name] = {"role": "service", "pid": pid, "running": bool(pid) and is_running(pid)}
+        for n in self.spec.get("nodes", []):
+            pid = testnet.node_pid(self.path, n["name"])
+            out[n["name"]] = {
+                "role": n.get("role"),
+                "pid": pid,
+                "running": pid is not None and is_running(pid),
+                "behaviour": n.get("behaviour") or {},
+            }
+        return out
+
+    def refresh(self) -> bool:
+        """Read new log lines and poll the chain; True if anything the page shows changed.
+
+        Blocking (JSON-RPC calls): the server runs it in a worker thread.
+        """
+        from web3.exceptions import Web3Exception
+
+        from protocol.errors import FedchainError
+
+        events: list[dict[str, Any]] = []
+        for tail in self.tails.values():
+            for line in tail.read():
+                events += self.mapper.events(line)
+        status_changed = False
+        try:
+            if self.watcher is None and self.spec.get("task"):
+                self.watcher = ChainWatcher(self.spec, self.mapper)
+                self.view.info.update(self.watcher.config())
+            if self.watcher is not None:
+                chain_events, status = self.watcher.poll()
+                events += chain_events
+                status_changed = status != self.chain_status
+                self.chain_status = status
+            self.chain_error = None
+        except (FedchainError, OSError, ValueError, Web3Exception) as exc:
+            # anvil stopped or restarting (requests' errors are OSErrors): show it, retry
+            self.chain_error = f"chain unreachable: {type(exc).__name__}: {exc}"[:200]
+        processes = self.node_processes()
+        changed = bool(events) or status_changed or processes != self.processes
+        self.processes = processes
+        events.sort(key=lambda e: e.get("t") or 0.0)
+        self.view.apply_all(events)
+        if changed:
+            self.version += 1
+        return changed
