@@ -62,7 +62,12 @@ def _field(action: argparse.Action) -> Field | None:
     else:
         kind = "text"
     default = None
-    if action.default not in (None, False, [], argparse.SUPPRESS):
+    if not (
+        action.default is None
+        or action.default is False
+        or action.default == []
+        or action.default == argparse.SUPPRESS
+    ):
         default = str(action.default)
     return Field(
         dest=action.dest,

@@ -199,7 +199,7 @@ def bar_chart(
         y = top + i * (bar_height + 6)
         w = max(1.0, value / top_value * span)
         parts.append(
-            f'<g class="bar" data-label="{escape(name)}" data-value="{value:g}">'
+            f'<g class="bar" data-label="{escape(name)}" data-value="{value:.15g}">'
             f'<text class="tick" x="{label_w - 6}" y="{y + bar_height - 5}" '
             f'text-anchor="end">{escape(name)}</text>'
             f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_height}" '

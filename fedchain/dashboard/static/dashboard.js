@@ -63,7 +63,7 @@
     if (tab) {
       document.querySelectorAll("[data-tab]").forEach(function (t) { t.classList.toggle("active", t === tab); });
       document.querySelectorAll("form.command-form").forEach(function (f) {
-        f.classList.toggle("hidden", f.dataset.command !== tab.dataset.tab);
+        f.classList.toggle("hidden", f.getAttribute("data-command") !== tab.dataset.tab);
       });
       return;
     }
@@ -104,7 +104,10 @@
     error.textContent = ""; ok.textContent = "";
     const button = form.querySelector("button[type=submit]");
     button.disabled = true;
-    const data = await post(form.dataset.api, { command: form.dataset.command, values: values });
+    // getAttribute, not form.dataset: a field named "dataset" (--dataset) shadows it
+    const data = await post(form.getAttribute("data-api"), {
+      command: form.getAttribute("data-command"), values: values,
+    });
     button.disabled = false;
     if (data.error) { error.textContent = data.error; return; }
     ok.textContent = "started: " + data.job.command + " (pid " + data.job.pid + ")";
