@@ -645,8 +645,7 @@ def _add_dashboard_parser(sub: Any) -> None:
         type=float,
         default=3600.0,
         metavar="S",
-        help="a process started from the control panel is stopped after S seconds "
-        "(%(default)s)",
+        help="a process started from the control panel is stopped after S seconds (%(default)s)",
     )
     dash.add_argument(
         "--max-jobs",

@@ -52,7 +52,10 @@ def require_chromium() -> None:
             problem = "playwright is not installed: make setup (requirements.lock)"
     if problem is None:
         return
-    if "1" in (os.environ.get("FEDCHAIN_REQUIRE_REALNET"), os.environ.get("FEDCHAIN_REQUIRE_BROWSER")):
+    if "1" in (
+        os.environ.get("FEDCHAIN_REQUIRE_REALNET"),
+        os.environ.get("FEDCHAIN_REQUIRE_BROWSER"),
+    ):
         pytest.fail(problem)
     pytest.skip(problem)
 
@@ -63,7 +66,10 @@ def browser_context(width: int = 1400, height: int = 900) -> Iterator[Any]:
     require_chromium()
     from playwright.sync_api import sync_playwright
 
-    with tempfile.TemporaryDirectory(prefix="fedchain-chromium-") as profile, sync_playwright() as p:
+    with (
+        tempfile.TemporaryDirectory(prefix="fedchain-chromium-") as profile,
+        sync_playwright() as p,
+    ):
         context = p.chromium.launch_persistent_context(
             profile,
             executable_path=CHROMIUM,

@@ -127,9 +127,7 @@ def test_run_view_matches_summary_and_shows_the_slashed_aggregator(
     assert "faulty" in dispute.inner_text()
     votes = dispute.locator("table.votes tbody tr")
     assert votes.count() == 4
-    signed = [
-        votes.nth(i).locator("td").nth(5).inner_text() == "yes" for i in range(votes.count())
-    ]
+    signed = [votes.nth(i).locator("td").nth(5).inner_text() == "yes" for i in range(votes.count())]
     record = next(r for r in _rounds(run) if r["round"] == 1)
     assert sum(signed) == record["attempts"][0]["disputes"][0]["signers"]
     outcome = page.locator("#rounds-table tr[data-round='1'][data-attempt='0'] td.outcome")
@@ -174,7 +172,9 @@ def test_index_lists_the_runs(dashboard: DashboardProcess, browser: Any, runs: P
 
 def _expand(form: Any) -> None:
     """Open every option group of a control-panel form."""
-    form.evaluate("f => f.querySelectorAll('fieldset').forEach(x => x.classList.remove('collapsed'))")
+    form.evaluate(
+        "f => f.querySelectorAll('fieldset').forEach(x => x.classList.remove('collapsed'))"
+    )
 
 
 def _cli_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:

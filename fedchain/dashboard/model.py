@@ -366,6 +366,13 @@ class RunView:
             rv.phases.append({"phase": "finalized", "attempt": e.get("attempt") or 0, "t": e["t"]})
             rv.phase = "finalized"
 
+    def _on_round_evaluated(self, e: dict[str, Any]) -> None:
+        """Accuracy and loss of a testnet's finalized model (evaluated by the dashboard)."""
+        rv = self._round_of(e)
+        if rv is not None:
+            rv.finalized = {**(rv.finalized or {}), "accuracy": e.get("accuracy")}
+            rv.finalized["loss"] = e.get("loss")
+
     def _on_stalled(self, e: dict[str, Any]) -> None:
         self.status = "stalled"
         self.stalled = str(e.get("reason"))

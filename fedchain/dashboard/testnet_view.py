@@ -16,10 +16,11 @@ reports which node processes are alive.
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from fedchain.dashboard.model import RunView
+from fedchain.dashboard.model import PHASE_ORDER, RunView
 from fedchain.dashboard.sources import LineTail, read_json
 
 #: Node log actions that only tell about the process (shown in the nodes table and feed).
@@ -194,10 +195,14 @@ class ChainWatcher:
         ]
         self.last_block = -1
         self.logs_from = 0
-        self.phase_key: tuple[int, str, int] | None = None
+        self.phase_key: tuple[int, int, int] = (0, 0, -1)
         self.chosen: set[tuple[int, int]] = set()
         self.stakes: tuple[dict[str, Any], int] | None = None
         self.evaluator: Any = None
+        # Finalized models are evaluated off the polling path (the first evaluation builds
+        # the model and test set: seconds), and reported as ``round_evaluated`` events.
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fedchain-evaluate")
+        self.pending: dict[int, Future[tuple[float | None, float | None]]] = {}
 
     def config(self) -> dict[str, Any]:
         """Bonds and windows of the task (the testnet's ``run_started`` extras)."""
@@ -228,9 +233,9 @@ class ChainWatcher:
         completed = self.task.task_completed()
         status: dict[str, Any] = {"block": block, "round": r, "completed": completed}
         if block == self.last_block:
-            return [], status
+            return self._evaluated(), status
         self.last_block = block
-        events: list[dict[str, Any]] = []
+        events = self._logs(block, now)  # chain order first: they carry phase changes too
         if r > 0:
             info = self.task.round_info(r)
             phase = info.phase.name.lower()
@@ -240,12 +245,7 @@ class ChainWatcher:
                 else info.attempt
             )
             status["phase"] = phase
-            key = (r, phase, attempt)
-            if key != self.phase_key and phase not in ("pending", "finalized"):
-                self.phase_key = key
-                events.append(
-                    {"t": now, "kind": "phase", "round": r, "attempt": attempt, "phase": phase}
-                )
+            events += self._phase(r, attempt, phase, now)
             if info.phase == Phase.AGGREGATING:
                 chosen = self.task.current_aggregator()
                 if chosen.address is not None and (r, chosen.attempt) not in self.chosen:
@@ -260,7 +260,7 @@ class ChainWatcher:
                             "deadline_block": chosen.deadline_block,
                         }
                     )
-        events += self._logs(block, now)
+        events += self._evaluated()
         stakes = {}
         for address in self.members:
             ai = self.task.aggregator_info(address)
@@ -275,6 +275,17 @@ class ChainWatcher:
             self.stakes = (stakes, treasury)
             events.append({"t": now, "kind": "stakes", "aggregators": stakes, "treasury": treasury})
         return events, status
+
+    def _phase(self, round_: int, attempt: int, phase: str, t: float) -> list[dict[str, Any]]:
+        """A ``phase`` event if (round, attempt, phase) moves forward, else none: the phase
+        history stays in protocol order when logs and views report the same change."""
+        if phase not in PHASE_ORDER or phase == "finalized":
+            return []
+        key = (round_, attempt, PHASE_ORDER.index(phase))
+        if key <= self.phase_key:
+            return []
+        self.phase_key = key
+        return [{"t": t, "kind": "phase", "round": round_, "attempt": attempt, "phase": phase}]
 
     def _logs(self, block: int, now: float) -> list[dict[str, Any]]:
         """The contract's settled events in blocks [logs_from, block].
@@ -292,9 +303,8 @@ class ChainWatcher:
         for log in logs:
             t = self._block_time(int(log["blockNumber"])) if catching_up else now
             for ev in self.task.events({"logs": [log]}):
-                event = self._chain_event(ev.name, ev.args, t, last_round)
-                if event is not None:
-                    last_round = event.get("round", last_round)
+                for event in self._chain_event(ev.name, ev.args, t, last_round):
+                    last_round = event.get("round") or last_round
                     out.append(event)
         return out
 
@@ -303,49 +313,91 @@ class ChainWatcher:
 
     def _chain_event(
         self, name: str, a: Any, t: float, last_round: int | None
-    ) -> dict[str, Any] | None:
-        """The dashboard event of one decoded contract event (None: not shown)."""
+    ) -> list[dict[str, Any]]:
+        """The dashboard events of one decoded contract event (phase changes included)."""
+        if name == "RoundOpened":
+            return self._phase(int(a["round"]), 0, "collecting", t)
+        if name == "UpdatesAttested":
+            return self._phase(int(a["round"]), 0, "attesting", t)
+        if name == "AggregateSubmitted":
+            return self._phase(int(a["round"]), int(a["attempt"]), "submitted", t)
+        if name == "Challenged":
+            return self._phase(int(a["round"]), int(a["attempt"]), "disputed", t)
+        if name == "AttemptAdvanced":
+            return self._phase(int(a["round"]), int(a["newAttempt"]), "aggregating", t)
+        if name == "DisputeExpired":
+            return self._phase(int(a["round"]), int(a["attempt"]) + 1, "aggregating", t)
         if name == "RoundFinalized":
-            accuracy, loss = self._evaluate(bytes(a["digest"]))
-            return {
+            round_ = int(a["round"])
+            self.pending[round_] = self.pool.submit(self._evaluate, bytes(a["digest"]))
+            final = {
                 "t": t,
                 "kind": "round_finalized",
-                "round": int(a["round"]),
+                "round": round_,
                 "aggregator": self.mapper.name(a["aggregator"]),
                 "digest": bytes(a["digest"]).hex(),
-                "accuracy": accuracy,
-                "loss": loss,
+                "accuracy": None,
+                "loss": None,
             }
+            return [final]
         if name == "DisputeResolved":
-            return {
+            round_, attempt = int(a["round"]), int(a["attempt"])
+            resolved = {
                 "t": t,
                 "kind": "dispute_resolved",
-                "round": int(a["round"]),
-                "attempt": int(a["attempt"]),
+                "round": round_,
+                "attempt": attempt,
                 "verdict": "faulty" if a["faulty"] else "upheld",
                 "view": int(a["viewNumber"]),
                 "challenger": self.mapper.name(a["challenger"]),
             }
+            # a rejected aggregate re-opens the round for the next attempt
+            after = self._phase(round_, attempt + 1, "aggregating", t) if a["faulty"] else []
+            return [resolved, *after]
         if name == "Slashed":  # emitted inside resolveDispute / slashEquivocation
-            return {
+            slashed = {
                 "t": t,
                 "kind": "slashed",
                 "round": last_round,
                 "aggregator": self.mapper.name(a["aggregator"]),
                 "amount": int(a["amount"]),
             }
+            return [slashed]
         if name == "EquivocationSlashed":
-            return {
+            kind = ("pre-prepare", "prepare", "commit")[min(int(a["kind"]), 2)]
+            equivocation = {
                 "t": t,
                 "kind": "equivocation_slashed",
                 "offender": self.mapper.name(a["aggregator"]),
                 "reporter": self.mapper.name(a["reporter"]),
-                "message": ("pre-prepare", "prepare", "commit")[min(int(a["kind"]), 2)],
+                "message": kind,
                 "gas": None,
             }
+            return [equivocation]
         if name == "TaskCompleted":
-            return {"t": t, "kind": "run_finished", "rounds_finalized": int(a["numRounds"])}
-        return None
+            return [{"t": t, "kind": "run_finished", "rounds_finalized": int(a["numRounds"])}]
+        return []
+
+    def _evaluated(self) -> list[dict[str, Any]]:
+        """``round_evaluated`` events of the evaluations finished since the last call."""
+        out = []
+        for round_, future in list(self.pending.items()):
+            if future.done():
+                del self.pending[round_]
+                accuracy, loss = future.result()
+                out.append(
+                    {
+                        "t": time.time(),
+                        "kind": "round_evaluated",
+                        "round": round_,
+                        "accuracy": accuracy,
+                        "loss": loss,
+                    }
+                )
+        return out
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
 
     def _evaluate(self, digest: bytes) -> tuple[float | None, float | None]:
         """Accuracy and loss of a finalized global model (None if it cannot be read)."""

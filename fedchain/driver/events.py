@@ -50,6 +50,8 @@ pbft_vote            round, attempt, member, verdict (its own re-execution, as i
                      instance starts)
 pbft_decided         round, attempt, member, verdict, view
 pbft_view            member, view, view_changes (a replica moved to a new view)
+gas                  operation, gas (a transaction a node sent)
+round_evaluated      round, accuracy, loss (the dashboard evaluated the finalized model)
 node                 node, action (start, done, error, timeout, retry, interrupted)
 ==================== ============================================================
 
