@@ -46,13 +46,8 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     raw = (hi - lo) / max(1, count)
     magnitude = 10 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
-    first = math.ceil(lo / step - 1e-9) * step
-    ticks = []
-    value = first
-    while value <= hi + step * 1e-9:
-        ticks.append(round(value, 12))
-        value += step
-    return ticks
+    first, last = math.ceil(lo / step - 1e-12), math.floor(hi / step + 1e-12)
+    return [k * step for k in range(first, last + 1)] or [lo, hi]
 
 
 def _fmt(value: float) -> str:
