@@ -93,7 +93,7 @@ class Dashboard:
     def cached(self, rel: str) -> _Cached:
         now = time.monotonic()
         for key in [k for k, c in self.pages.items() if now - c.used > PAGE_TTL_SECONDS]:
-            del self.pages[key]
+            self.pages.pop(key).page.close()
         if rel not in self.pages:
             self.pages[rel] = _Cached(open_page(self.runs, rel))
         entry = self.pages[rel]
@@ -407,6 +407,8 @@ def create_app(
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
+            for cached in dash.pages.values():
+                cached.page.close()
             stopped = await anyio.to_thread.run_sync(jobs.shutdown)
             if stopped:
                 print(f"fedchain dashboard: stopped jobs {', '.join(stopped)}", flush=True)

@@ -68,6 +68,9 @@ class Page:
         """What each streamed update carries besides panels (event count, last event time)."""
         return {"version": self.version}
 
+    def close(self) -> None:
+        """Release what the page holds (threads, worker processes)."""
+
 
 class RunPage(Page):
     """A demo or scenario run: the live view of :func:`render.run_panels`."""
@@ -95,8 +98,7 @@ class RunPage(Page):
 class TestnetPage(Page):
     """A testnet: its processes (with kill/start buttons) and the live view of its chain."""
 
-    blocking = True
-    min_interval = 0.1
+    min_interval = 0.05
 
     def __init__(self, path: Path, rel: str, interactive: bool = True) -> None:
         super().__init__()
@@ -107,6 +109,9 @@ class TestnetPage(Page):
 
     def _refresh(self) -> bool:
         return self.source.refresh()
+
+    def close(self) -> None:
+        self.source.close()
 
     def snapshot(self) -> dict[str, Any]:
         snap = self.source.view.snapshot()

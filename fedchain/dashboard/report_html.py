@@ -71,7 +71,10 @@ def report_html(path: Path) -> str:
         title = f"experiment {name}"
         layout = "wide"
     elif kind == "testnet":
-        panels = _page_panels(TestnetPage(path, name, interactive=False))
+        testnet_page = TestnetPage(path, name, interactive=False)
+        testnet_page.source.settle()
+        panels = _page_panels(testnet_page)
+        testnet_page.close()
         title = f"testnet {name}"
         layout = "run"
     else:

@@ -15,14 +15,20 @@ reports which node processes are alive.
 
 from __future__ import annotations
 
+import json
+import multiprocessing
+import queue
+import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from fedchain.dashboard.model import PHASE_ORDER, RunView
 from fedchain.dashboard.sources import LineTail, read_json
 
+#: Seconds between two looks at a testnet's chain (a new block triggers the reads).
+CHAIN_POLL_SECONDS = 0.1
 #: Node log actions that only tell about the process (shown in the nodes table and feed).
 PROCESS_ACTIONS = frozenset({"start", "done", "error", "timeout", "retry", "interrupted"})
 
@@ -198,10 +204,9 @@ class ChainWatcher:
         self.phase_key: tuple[int, int, int] = (0, 0, -1)
         self.chosen: set[tuple[int, int]] = set()
         self.stakes: tuple[dict[str, Any], int] | None = None
-        self.evaluator: Any = None
-        # Finalized models are evaluated off the polling path (the first evaluation builds
-        # the model and test set: seconds), and reported as ``round_evaluated`` events.
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fedchain-evaluate")
+        # Finalized models are evaluated in a worker process (torch and the test set load
+        # there, off this process's GIL), reported later as ``round_evaluated`` events.
+        self.pool: ProcessPoolExecutor | None = None
         self.pending: dict[int, Future[tuple[float | None, float | None]]] = {}
 
     def config(self) -> dict[str, Any]:
@@ -329,7 +334,13 @@ class ChainWatcher:
             return self._phase(int(a["round"]), int(a["attempt"]) + 1, "aggregating", t)
         if name == "RoundFinalized":
             round_ = int(a["round"])
-            self.pending[round_] = self.pool.submit(self._evaluate, bytes(a["digest"]))
+            if self.pool is None:
+                self.pool = ProcessPoolExecutor(
+                    max_workers=1, mp_context=multiprocessing.get_context("spawn")
+                )
+            self.pending[round_] = self.pool.submit(
+                evaluate_in_worker, json.dumps(self.spec), bytes(a["digest"])
+            )
             final = {
                 "t": t,
                 "kind": "round_finalized",
@@ -397,19 +408,25 @@ class ChainWatcher:
         return out
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
 
-    def _evaluate(self, digest: bytes) -> tuple[float | None, float | None]:
-        """Accuracy and loss of a finalized global model (None if it cannot be read)."""
-        from protocol.errors import FedchainError
 
-        try:
-            if self.evaluator is None:
-                self.evaluator = ModelEvaluator(self.spec)
-            accuracy, loss = self.evaluator(digest)
-        except FedchainError:
-            return None, None
-        return float(accuracy), float(loss)
+_EVALUATORS: dict[str, ModelEvaluator] = {}
+
+
+def evaluate_in_worker(spec_json: str, digest: bytes) -> tuple[float | None, float | None]:
+    """Accuracy and loss of a finalized global model (runs in the evaluation process; None
+    if the model cannot be read)."""
+    from protocol.errors import FedchainError
+
+    try:
+        if spec_json not in _EVALUATORS:
+            _EVALUATORS[spec_json] = ModelEvaluator(json.loads(spec_json))
+        accuracy, loss = _EVALUATORS[spec_json](digest)
+    except FedchainError:
+        return None, None
+    return float(accuracy), float(loss)
 
 
 class ModelEvaluator:
@@ -441,7 +458,13 @@ class ModelEvaluator:
 
 
 class TestnetSource:
-    """A testnet directory followed into a :class:`RunView` (node logs + chain)."""
+    """A testnet directory followed into a :class:`RunView` (node logs + chain).
+
+    The chain is read by a background thread (:class:`ChainWatcher`, every
+    ``CHAIN_POLL_SECONDS``); :meth:`refresh` only reads new log lines, takes what the
+    thread found, and checks the PID files, so a node's log line reaches the page without
+    waiting for JSON-RPC calls.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -453,11 +476,14 @@ class TestnetSource:
             str(n["name"]): LineTail(path / "logs" / f"{n['name']}.log")
             for n in self.spec.get("nodes", [])
         }
-        self.watcher: ChainWatcher | None = None
         self.chain_status: dict[str, Any] = {}
         self.chain_error: str | None = None
         self.processes: dict[str, dict[str, Any]] = {}
         self.version = 0
+        self._found: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.settled = threading.Event()
 
     def node_processes(self) -> dict[str, dict[str, Any]]:
         """Every node and service: role, pid, running (from the PID files)."""
@@ -478,38 +504,76 @@ class TestnetSource:
             }
         return out
 
-    def refresh(self) -> bool:
-        """Read new log lines and poll the chain; True if anything the page shows changed.
-
-        Blocking (JSON-RPC calls): the server runs it in a worker thread.
-        """
+    def _watch_chain(self) -> None:
+        """The chain thread: poll, hand over what changed, back off while anvil is down."""
         from web3.exceptions import Web3Exception
 
         from protocol.errors import FedchainError
 
+        watcher: ChainWatcher | None = None
+        try:
+            while not self._stop.is_set():
+                try:
+                    if watcher is None:
+                        watcher = ChainWatcher(self.spec, self.mapper)
+                        self._found.put(("config", watcher.config()))
+                    events, status = watcher.poll()
+                    self._found.put(("chain", (events, status)))
+                    if not events and not watcher.pending:
+                        self.settled.set()  # caught up, nothing being evaluated
+                except (FedchainError, OSError, ValueError, Web3Exception) as exc:
+                    # anvil stopped or restarting (requests' errors are OSErrors): say so
+                    self._found.put(("error", f"chain unreachable: {type(exc).__name__}: {exc}"))
+                self._stop.wait(CHAIN_POLL_SECONDS)
+        finally:
+            if watcher is not None:
+                watcher.close()
+
+    def refresh(self) -> bool:
+        """Read new log lines and what the chain thread found; True if the page changed."""
+        if self._thread is None and self.spec.get("task"):
+            self._thread = threading.Thread(
+                target=self._watch_chain, name="fedchain-chain-watch", daemon=True
+            )
+            self._thread.start()
         events: list[dict[str, Any]] = []
         for tail in self.tails.values():
             for line in tail.read():
                 events += self.mapper.events(line)
-        status_changed = False
-        try:
-            if self.watcher is None and self.spec.get("task"):
-                self.watcher = ChainWatcher(self.spec, self.mapper)
-                self.view.info.update(self.watcher.config())
-            if self.watcher is not None:
-                chain_events, status = self.watcher.poll()
+        changed = False
+        while True:
+            try:
+                what, found = self._found.get_nowait()
+            except queue.Empty:
+                break
+            if what == "config":
+                self.view.info.update(found)
+            elif what == "error":
+                changed |= self.chain_error != found[:200]
+                self.chain_error = found[:200]
+                continue
+            else:
+                chain_events, status = found
                 events += chain_events
-                status_changed = status != self.chain_status
+                changed |= status != self.chain_status
                 self.chain_status = status
+            changed |= self.chain_error is not None
             self.chain_error = None
-        except (FedchainError, OSError, ValueError, Web3Exception) as exc:
-            # anvil stopped or restarting (requests' errors are OSErrors): show it, retry
-            self.chain_error = f"chain unreachable: {type(exc).__name__}: {exc}"[:200]
         processes = self.node_processes()
-        changed = bool(events) or status_changed or processes != self.processes
+        changed |= bool(events) or processes != self.processes
         self.processes = processes
         events.sort(key=lambda e: e.get("t") or 0.0)
         self.view.apply_all(events)
         if changed:
             self.version += 1
         return changed
+
+    def settle(self, timeout: float = 60.0) -> None:
+        """Refresh until the chain thread has caught up and evaluated every finalized
+        model (a snapshot for the HTML report), or ``timeout`` seconds passed."""
+        self.refresh()
+        self.settled.wait(timeout)
+        self.refresh()
+
+    def close(self) -> None:
+        self._stop.set()
