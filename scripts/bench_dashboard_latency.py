@@ -170,7 +170,10 @@ def main() -> int:
     parser.add_argument("--no-testnet", action="store_true", help="skip the testnet part")
     parser.add_argument("--rounds", type=int, default=3, help="testnet rounds (%(default)s)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="fedchain-latency-") as tmp, browser_context() as br:
+    with (
+        tempfile.TemporaryDirectory(prefix="fedchain-latency-", ignore_cleanup_errors=True) as tmp,
+        browser_context() as br,
+    ):
         runs = Path(tmp)
         dash = DashboardProcess(runs, max_seconds=1800)
         try:

@@ -29,6 +29,22 @@ from fedchain.dashboard.sources import LineTail, read_json
 
 #: Seconds between two looks at a testnet's chain (a new block triggers the reads).
 CHAIN_POLL_SECONDS = 0.1
+#: Contract events after which stakes, flags or credits may differ (they are read again).
+MONEY_EVENTS = frozenset(
+    {
+        "AggregateSubmitted",
+        "AttemptAdvanced",
+        "Challenged",
+        "DisputeResolved",
+        "DisputeExpired",
+        "Slashed",
+        "EquivocationSlashed",
+        "RoundFinalized",
+        "StakeToppedUp",
+        "StakeReleased",
+        "Withdrawal",
+    }
+)
 #: Node log actions that only tell about the process (shown in the nodes table and feed).
 PROCESS_ACTIONS = frozenset({"start", "done", "error", "timeout", "retry", "interrupted"})
 
@@ -204,6 +220,7 @@ class ChainWatcher:
         self.phase_key: tuple[int, int, int] = (0, 0, -1)
         self.chosen: set[tuple[int, int]] = set()
         self.stakes: tuple[dict[str, Any], int] | None = None
+        self.money_moved = False  # a contract event since the last read of the stakes
         # Finalized models are evaluated in a worker process (torch and the test set load
         # there, off this process's GIL), reported later as ``round_evaluated`` events.
         self.pool: ProcessPoolExecutor | None = None
@@ -266,6 +283,13 @@ class ChainWatcher:
                         }
                     )
         events += self._evaluated()
+        if self.stakes is None or self.money_moved:
+            events += self._stakes(now)
+        return events, status
+
+    def _stakes(self, t: float) -> list[dict[str, Any]]:
+        """A ``stakes`` event if a stake, flag or credit changed."""
+        self.money_moved = False
         stakes = {}
         for address in self.members:
             ai = self.task.aggregator_info(address)
@@ -276,10 +300,10 @@ class ChainWatcher:
                 "credits": self.task.credits(address),
             }
         treasury = self.task.credits(self.task.owner())
-        if (stakes, treasury) != self.stakes:
-            self.stakes = (stakes, treasury)
-            events.append({"t": now, "kind": "stakes", "aggregators": stakes, "treasury": treasury})
-        return events, status
+        if (stakes, treasury) == self.stakes:
+            return []
+        self.stakes = (stakes, treasury)
+        return [{"t": t, "kind": "stakes", "aggregators": stakes, "treasury": treasury}]
 
     def _phase(self, round_: int, attempt: int, phase: str, t: float) -> list[dict[str, Any]]:
         """A ``phase`` event if (round, attempt, phase) moves forward, else none: the phase
@@ -308,6 +332,7 @@ class ChainWatcher:
         for log in logs:
             t = self._block_time(int(log["blockNumber"])) if catching_up else now
             for ev in self.task.events({"logs": [log]}):
+                self.money_moved |= ev.name in MONEY_EVENTS
                 for event in self._chain_event(ev.name, ev.args, t, last_round):
                     last_round = event.get("round") or last_round
                     out.append(event)
