@@ -20,6 +20,7 @@ import multiprocessing
 import queue
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -216,6 +217,7 @@ class ChainWatcher:
             )
         ]
         self.last_block = -1
+        self.status: dict[str, Any] = {}
         self.logs_from = 0
         self.phase_key: tuple[int, int, int] = (0, 0, -1)
         self.chosen: set[tuple[int, int]] = set()
@@ -223,7 +225,9 @@ class ChainWatcher:
         self.money_moved = False  # a contract event since the last read of the stakes
         # Finalized models are evaluated in a worker process (torch and the test set load
         # there, off this process's GIL), reported later as ``round_evaluated`` events.
-        self.pool: ProcessPoolExecutor | None = None
+        self.pool = ProcessPoolExecutor(
+            max_workers=1, mp_context=multiprocessing.get_context("spawn")
+        )
         self.pending: dict[int, Future[tuple[float | None, float | None]]] = {}
 
     def config(self) -> dict[str, Any]:
@@ -245,19 +249,32 @@ class ChainWatcher:
             },
         }
 
-    def poll(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        """Events since the last poll, and the chain's status line (block, round, phase)."""
+    def poll(
+        self, emit: Callable[[list[dict[str, Any]]], None] | None = None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Events since the last poll, and the chain's status line (block, round, phase).
+
+        ``emit`` receives the contract's own events as soon as they are read, before the
+        slower view calls (the page shows them without waiting for those).
+        """
         from adapters.contract import Phase
 
         now = time.time()
         block = self.chain.block_number()
-        r = self.task.current_round()
-        completed = self.task.task_completed()
-        status: dict[str, Any] = {"block": block, "round": r, "completed": completed}
         if block == self.last_block:
-            return self._evaluated(), status
+            return self._evaluated(), self.status
         self.last_block = block
         events = self._logs(block, now)  # chain order first: they carry phase changes too
+        if emit is not None and events:
+            emit(events)
+            events = []
+        r = self.task.current_round()
+        status: dict[str, Any] = {
+            "block": block,
+            "round": r,
+            "completed": self.task.task_completed(),
+        }
+        self.status = status
         if r > 0:
             info = self.task.round_info(r)
             phase = info.phase.name.lower()
@@ -359,10 +376,6 @@ class ChainWatcher:
             return self._phase(int(a["round"]), int(a["attempt"]) + 1, "aggregating", t)
         if name == "RoundFinalized":
             round_ = int(a["round"])
-            if self.pool is None:
-                self.pool = ProcessPoolExecutor(
-                    max_workers=1, mp_context=multiprocessing.get_context("spawn")
-                )
             self.pending[round_] = self.pool.submit(
                 evaluate_in_worker, json.dumps(self.spec), bytes(a["digest"])
             )
@@ -433,8 +446,7 @@ class ChainWatcher:
         return out
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 _EVALUATORS: dict[str, ModelEvaluator] = {}
@@ -542,7 +554,9 @@ class TestnetSource:
                     if watcher is None:
                         watcher = ChainWatcher(self.spec, self.mapper)
                         self._found.put(("config", watcher.config()))
-                    events, status = watcher.poll()
+                    events, status = watcher.poll(
+                        lambda found: self._found.put(("chain", (found, None)))
+                    )
                     self._found.put(("chain", (events, status)))
                     if not events and not watcher.pending:
                         self.settled.set()  # caught up, nothing being evaluated
@@ -580,8 +594,9 @@ class TestnetSource:
             else:
                 chain_events, status = found
                 events += chain_events
-                changed |= status != self.chain_status
-                self.chain_status = status
+                if status is not None:
+                    changed |= status != self.chain_status
+                    self.chain_status = status
             changed |= self.chain_error is not None
             self.chain_error = None
         processes = self.node_processes()
