@@ -65,7 +65,7 @@ OBSERVER = """
 
 def percentiles(ms: list[float]) -> tuple[float, float, float]:
     ordered = sorted(ms)
-    p90 = ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
+    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
     return statistics.median(ordered), p90, ordered[-1]
 
 

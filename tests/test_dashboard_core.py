@@ -4,6 +4,7 @@ loopback-only server options; and that an installed package carries the page ass
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import shutil
@@ -502,3 +503,20 @@ def test_an_installed_package_carries_the_page_assets(tmp_path: Path) -> None:
         for p in (ROOT / "fedchain" / "dashboard" / sub).iterdir()
     }
     assert shipped and shipped <= names
+
+
+@given(
+    st.lists(st.floats(0, 1e6), min_size=2, max_size=8, unique=True),
+    st.floats(0.0, 0.2),
+)
+def test_lane_scale_is_monotonic_and_keeps_every_phase_visible(
+    times: list[float], share: float
+) -> None:
+    times = sorted(times)
+    x = svg.lane_scale(times, 800.0, share)
+    xs = [x(t) for t in times]
+    assert xs[0] == 0.0 and xs[-1] == pytest.approx(800.0)
+    assert all(b >= a - 1e-9 for a, b in itertools.pairwise(xs))
+    n = len(times) - 1
+    floor = min(share, 1 / n) * 800.0
+    assert all(b - a >= floor - 1e-6 for a, b in itertools.pairwise(xs))

@@ -9,8 +9,9 @@ Every string that comes from a run is escaped.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any
@@ -206,6 +207,51 @@ def bar_chart(
     return "".join(parts)
 
 
+def lane_scale(
+    bounds: Sequence[float], width: float, min_share: float = 0.08
+) -> Callable[[float], float]:
+    """x (0..width) of a time on a lane whose phases start at ``bounds`` (the last bound is
+    the lane's end): piecewise linear in time, but every phase at least ``min_share`` of the
+    width, so a short dispute stays visible next to a long collection."""
+    times = sorted(bounds)
+    durations = [b - a for a, b in itertools.pairwise(times)]
+    n = len(durations)
+    if n == 0 or times[-1] <= times[0]:
+        return lambda t: 0.0
+    floor = min(min_share, 1 / n) * width
+    fixed = [False] * n  # phases held at the floor width
+    while True:
+        free = sum(d for d, f in zip(durations, fixed, strict=True) if not f)
+        room = width - floor * sum(fixed)
+        widths = [
+            floor if f else (d / free * room if free > 0 else 0.0)
+            for d, f in zip(durations, fixed, strict=True)
+        ]
+        short = [k for k in range(n) if not fixed[k] and widths[k] < floor]
+        if not short:
+            break
+        for k in short:
+            fixed[k] = True
+        if all(fixed):
+            widths = [width / n] * n
+            break
+    edges = [0.0]
+    for w in widths:
+        edges.append(edges[-1] + w)
+
+    def x(t: float) -> float:
+        if t <= times[0]:
+            return 0.0
+        for k in range(n):
+            if t <= times[k + 1]:
+                span = times[k + 1] - times[k]
+                frac = (t - times[k]) / span if span > 0 else 1.0
+                return edges[k] + frac * widths[k]
+        return width
+
+    return x
+
+
 def _marker(kind: str, x: float, y: float, label: str) -> str:
     """A small timeline marker with a tooltip."""
     tip = f"<title>{escape(label)}</title>"
@@ -250,9 +296,10 @@ def timeline(
     lane: int = 34,
     chart_id: str = "timeline",
 ) -> str:
-    """One lane per round: its phases as coloured segments (seconds since the round opened,
-    one scale for all lanes), the contract's choice per attempt, submissions (red: faulty),
-    challenges, resolved disputes, timeouts and slashings as markers.
+    """One lane per round: its phases as coloured segments in order (lengths proportional to
+    time, but each phase at least 8 % of the lane: :func:`lane_scale`; the lane's duration at
+    its end; seconds in each tooltip), the contract's choice per attempt, submissions (red:
+    faulty), challenges, resolved disputes, timeouts and slashings as markers.
 
     ``rounds`` are :meth:`fedchain.dashboard.model.RunView.snapshot` rounds; a round still
     open ends at ``now`` (or its last event).
@@ -260,7 +307,7 @@ def timeline(
     labels = labels or {}
     lanes = [r for r in rounds if r.get("phases")]
     left, top, right = 70, 24, 16
-    height = top + max(1, len(lanes)) * lane + 30
+    height = top + max(1, len(lanes)) * lane + 8
     parts = [
         f'<svg class="chart timeline" id="{escape(chart_id)}" viewBox="0 0 {width} {height}" '
         'role="img" aria-label="round timeline">'
@@ -287,18 +334,8 @@ def timeline(
         if r.get("phase") != "finalized" and now is not None:
             end = max(end, now)
         spans.append((start, max(end, start + 1e-3)))
-    scale_s = max(end - start for start, end in spans)
-    plot_w = width - left - right
+    plot_w = width - left - right - 56  # room for each lane's duration on the right
 
-    def sx(seconds: float) -> float:
-        return left + seconds / scale_s * plot_w
-
-    for tick in nice_ticks(0, scale_s, 8):
-        parts.append(
-            f'<line x1="{sx(tick):.1f}" x2="{sx(tick):.1f}" y1="{top - 4}" '
-            f'y2="{height - 26}" stroke="#eee"/><text class="tick" x="{sx(tick):.1f}" '
-            f'y="{height - 12}" text-anchor="middle">{_fmt(tick)} s</text>'
-        )
     for i, (r, (start, end)) in enumerate(zip(lanes, spans, strict=True)):
         y = top + i * lane
         mid = y + lane / 2 - 2
@@ -308,6 +345,17 @@ def timeline(
             f"round {r['round']}</text>"
         )
         phases = [p for p in r["phases"] if isinstance(p.get("t"), int | float)]
+        bounds = [start] + [p["t"] for p in phases[1:] if p["phase"] != "finalized"] + [end]
+        to_x = lane_scale(bounds, plot_w)
+
+        def sx(
+            seconds: float, to_x: Callable[[float], float] = to_x, start: float = start
+        ) -> float:
+            return left + to_x(start + seconds)
+
+        parts.append(
+            f'<text class="tick" x="{left + plot_w + 6}" y="{mid + 4}">{end - start:.1f} s</text>'
+        )
         for j, p in enumerate(phases):
             if p["phase"] == "finalized":
                 continue
