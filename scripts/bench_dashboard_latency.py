@@ -77,11 +77,14 @@ def in_process(dash: DashboardProcess, browser: Any, runs: Path, scenario: Path)
         cwd=ROOT,
     )
     run = wait_for(
-        lambda: next(
-            (p for p in out.iterdir() if p not in before and (p / "events.jsonl").exists()), None
-        )
-        if out.is_dir()
-        else None,
+        lambda: (
+            next(
+                (p for p in out.iterdir() if p not in before and (p / "events.jsonl").exists()),
+                None,
+            )
+            if out.is_dir()
+            else None
+        ),
         120,
         "the run directory",
         interval=0.02,
