@@ -34,17 +34,21 @@ if [ "$check" = 1 ]; then
     echo "install_browser.sh: $CHROMIUM not found" >&2
     exit 1
 fi
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install_browser.sh: no apt-get here: install Chromium yourself and set" \
-        "FEDCHAIN_CHROMIUM to its path (the dashboard tests need it)" >&2
-    exit 1
-fi
+# Without a way to install it, setup goes on (the browser tests then skip, saying why),
+# unless the browser tests are required (CI: FEDCHAIN_REQUIRE_REALNET=1).
+cannot() {
+    echo "install_browser.sh: $*" >&2
+    if [ "${FEDCHAIN_REQUIRE_REALNET:-}" = 1 ] || [ "${FEDCHAIN_REQUIRE_BROWSER:-}" = 1 ]; then
+        exit 1
+    fi
+    echo "install_browser.sh: continuing without chromium (the dashboard's browser tests will skip)" >&2
+    exit 0
+}
+command -v apt-get >/dev/null 2>&1 ||
+    cannot "no apt-get here: install Chromium yourself and set FEDCHAIN_CHROMIUM to its path"
 sudo=""
 if [ "$(id -u)" != 0 ]; then
-    command -v sudo >/dev/null 2>&1 || {
-        echo "install_browser.sh: installing chromium needs root (or sudo)" >&2
-        exit 1
-    }
+    command -v sudo >/dev/null 2>&1 || cannot "installing chromium needs root (or sudo)"
     sudo="sudo"
 fi
 echo "install_browser.sh: installing Debian's chromium (apt-get) ..."
