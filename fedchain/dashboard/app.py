@@ -159,7 +159,8 @@ async def index(request: Request) -> Response:
     return await view_page(request)
 
 
-async def view_page(request: Request) -> Response:
+async def _refreshed(request: Request) -> tuple[Dashboard, str, _Cached]:
+    """The dashboard, REL and REL's cached page, just refreshed (404 if nothing is there)."""
     dash = _state(request)
     rel = _rel(request)
     try:
@@ -167,6 +168,11 @@ async def view_page(request: Request) -> Response:
     except ConfigError as exc:
         raise HTTPException(404, str(exc)) from exc
     await dash.refresh(entry)
+    return dash, rel, entry
+
+
+async def view_page(request: Request) -> Response:
+    _, rel, entry = await _refreshed(request)
     page = entry.page
     html = render.page(
         "page.html",
@@ -181,12 +187,7 @@ async def view_page(request: Request) -> Response:
 
 
 async def stream_view(request: Request) -> Response:
-    dash = _state(request)
-    rel = _rel(request)
-    try:
-        entry = dash.cached(rel)
-    except ConfigError as exc:
-        raise HTTPException(404, str(exc)) from exc
+    dash, _, entry = await _refreshed(request)
 
     async def panels() -> dict[str, Any]:
         await dash.refresh(entry)
@@ -258,13 +259,7 @@ async def api_runs(request: Request) -> Response:
 
 
 async def api_view(request: Request) -> Response:
-    dash = _state(request)
-    rel = _rel(request)
-    try:
-        entry = dash.cached(rel)
-    except ConfigError as exc:
-        raise HTTPException(404, str(exc)) from exc
-    await dash.refresh(entry)
+    _, rel, entry = await _refreshed(request)
     snapshot = getattr(entry.page, "snapshot", None)
     if snapshot is None:
         raise HTTPException(404, f"{rel!r} is not a run or a testnet")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fedchain.dashboard.sources import read_json
 from protocol.errors import ConfigError
 
 #: Sub-directories that never hold runs (stores, node data, the dashboard's own job logs).
@@ -51,14 +52,6 @@ class Entry:
             "figures": self.figures,
             "children": [c.as_dict() for c in self.children],
         }
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _last_event(path: Path) -> dict[str, Any] | None:
@@ -103,7 +96,7 @@ def classify(path: Path) -> str | None:
     if (path / "testnet.json").is_file():
         return "testnet"
     if (path / "summary.json").is_file() or (path / "events.jsonl").is_file():
-        summary = _read_json(path / "summary.json")
+        summary = read_json(path / "summary.json")
         if summary is not None:
             return "scenario" if (summary.get("scenario") or {}).get("source") else "demo"
         first = _first_event(path / "events.jsonl")
@@ -150,7 +143,7 @@ def run_entry(path: Path, rel: str, kind: str, now: float | None = None) -> Entr
     """A demo or scenario run: status and headline figures from summary/events."""
     now = time.time() if now is None else now
     modified = _mtime(path, "events.jsonl", "summary.json", "rounds.jsonl")
-    summary = _read_json(path / "summary.json")
+    summary = read_json(path / "summary.json")
     figures: dict[str, Any] = {}
     if summary is not None:
         status = "stalled" if summary.get("liveness_lost") else "finished"
@@ -180,7 +173,7 @@ def run_entry(path: Path, rel: str, kind: str, now: float | None = None) -> Entr
         figures = {"rounds_requested": first.get("rounds")}
         if last is not None and last.get("round"):
             figures["round"] = last.get("round")
-    verdict = _read_json(path / "verdict.json")
+    verdict = read_json(path / "verdict.json")
     if verdict is not None:
         figures["outcome"] = verdict.get("outcome")
         figures["expectation_met"] = not verdict.get("problems")
@@ -192,7 +185,7 @@ def testnet_entry(path: Path, rel: str) -> Entry:
     from adapters.services import is_running
     from fedchain import testnet
 
-    spec = _read_json(path / "testnet.json") or {}
+    spec = read_json(path / "testnet.json") or {}
     nodes = [str(n.get("name")) for n in spec.get("nodes", [])]
     alive = sum(
         1 for n in nodes if (pid := testnet.node_pid(path, n)) is not None and is_running(pid)
@@ -206,7 +199,7 @@ def testnet_entry(path: Path, rel: str) -> Entry:
 
 
 def experiment_entry(path: Path, rel: str) -> Entry:
-    meta = _read_json(path / "experiment.json") or {}
+    meta = read_json(path / "experiment.json") or {}
     figures = {
         "experiment": meta.get("name"),
         "cells": _count_lines(path / "cells.csv") - 1,

@@ -46,6 +46,18 @@ MONEY_EVENTS = frozenset(
         "Withdrawal",
     }
 )
+#: Node log actions that map field for field: action -> (event kind, the field naming the
+#: node, {event field: log field}).
+SIMPLE_ACTIONS: dict[str, tuple[str, str, dict[str, str]]] = {
+    "attest": ("attested", "aggregator", {"held": "held", "updates": "updates"}),
+    "challenge": ("challenge", "challenger", {"attempt": "attempt", "block": "block"}),
+    "expireDispute": ("dispute_expired", "by", {"attempt": "attempt", "block": "block"}),
+    "pbft-decided": (
+        "pbft_decided",
+        "member",
+        {"attempt": "attempt", "verdict": "verdict", "view": "view"},
+    ),
+}
 #: Node log actions that only tell about the process (shown in the nodes table and feed).
 PROCESS_ACTIONS = frozenset({"start", "done", "error", "timeout", "retry", "interrupted"})
 
@@ -84,16 +96,11 @@ class NodeLogMapper:
             return [{**base, "kind": "update_registered", "client": node}]
         if action == "submitUpdate-refused":
             return [{**base, "kind": "client_refused", "client": node}]
-        if action == "attest":
-            return [
-                {
-                    **base,
-                    "kind": "attested",
-                    "aggregator": node,
-                    "held": line.get("held"),
-                    "updates": line.get("updates"),
-                }
-            ]
+        if action in SIMPLE_ACTIONS:
+            kind, node_field, fields = SIMPLE_ACTIONS[action]
+            event = {**base, "kind": kind, node_field: node}
+            event.update({name: line.get(key) for name, key in fields.items()})
+            return [event]
         if action == "submitAggregate":
             honest = line.get("honest")
             faulty = None if honest is None else not honest
@@ -121,26 +128,6 @@ class NodeLogMapper:
                     "block": line.get("block"),
                 }
             ]
-        if action == "challenge":
-            return [
-                {
-                    **base,
-                    "kind": "challenge",
-                    "attempt": attempt,
-                    "challenger": node,
-                    "block": line.get("block"),
-                }
-            ]
-        if action == "expireDispute":
-            return [
-                {
-                    **base,
-                    "kind": "dispute_expired",
-                    "attempt": attempt,
-                    "by": node,
-                    "block": line.get("block"),
-                }
-            ]
         if action == "pbft-start":
             return [
                 {
@@ -150,17 +137,6 @@ class NodeLogMapper:
                     "member": node,
                     "verdict": line.get("my_verdict"),
                     "pbft": self.behaviours.get(node, {}).get("pbft", "honest"),
-                }
-            ]
-        if action == "pbft-decided":
-            return [
-                {
-                    **base,
-                    "kind": "pbft_decided",
-                    "attempt": attempt,
-                    "member": node,
-                    "verdict": line.get("verdict"),
-                    "view": line.get("view"),
                 }
             ]
         if action == "pbft-view":
