@@ -67,8 +67,7 @@ FILE_TYPES = {
     ".jsonl": "application/x-ndjson",
     ".log": "text/plain; charset=utf-8",
     ".txt": "text/plain; charset=utf-8",
-    ".html": "text/html; charset=utf-8",
-}
+}  # never HTML or SVG: a file from a run directory must not run script on this origin
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
 CSRF_HEADER = "x-fedchain-dashboard"
 COMMAND_LABELS = {"demo": "Demo", "run": "Scenario", "experiment": "Experiment"}
@@ -372,7 +371,7 @@ async def serve_file(request: Request) -> Response:
     media = FILE_TYPES.get(path.suffix.lower())
     if media is None or not path.is_file():
         raise HTTPException(404, f"{rel!r}: not a file the dashboard serves")
-    return FileResponse(path, media_type=media)
+    return FileResponse(path, media_type=media, headers={"X-Content-Type-Options": "nosniff"})
 
 
 async def _watch_jobs(dash: Dashboard) -> None:
