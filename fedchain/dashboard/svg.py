@@ -46,9 +46,15 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
         return [lo]
     raw = (hi - lo) / max(1, count)
     magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
-    first, last = math.ceil(lo / step - 1e-12), math.floor(hi / step + 1e-12)
-    return [k * step for k in range(first, last + 1)] or [lo, hi]
+    # the smallest round step >= raw; if no multiple of it falls in [lo, hi], the next
+    # smaller one (a step <= raw <= (hi - lo) / 2 always has one)
+    steps = [m * magnitude for m in (1, 2, 5, 10)]
+    chosen = next(i for i, step in enumerate(steps) if step >= raw)
+    for step in reversed(steps[: chosen + 1]):
+        first, last = math.ceil(lo / step - 1e-12), math.floor(hi / step + 1e-12)
+        if first <= last:
+            return [k * step for k in range(first, last + 1)]
+    return [lo, hi]
 
 
 def _fmt(value: float) -> str:
