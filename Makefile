@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 ARGS   ?=
 PYTEST_ARGS ?=
 # Every package is type-checked strictly.
-MYPY_TARGETS := protocol adapters aggregators consensus clients fedchain
+MYPY_TARGETS := protocol adapters privacy aggregators consensus clients fedchain
 
 .PHONY: setup setup-python setup-node setup-browser setup-slither demo dashboard test lint typecheck slither pytest compile compile-check clean
 

@@ -21,6 +21,8 @@ from adapters.contract import Phase, TaskContract
 from adapters.storage import ContentStore, get_by_digest
 from clients.data import Dataset
 from clients.training import TrainConfig, TrainResult, derive_seed, train_local
+from privacy.local import noise_generator, privatize
+from privacy.spec import PrivacySpec
 from protocol.cid import content_digest
 from protocol.errors import ContractRevert
 from protocol.fixedpoint import dequantise, quantise
@@ -83,6 +85,32 @@ class ClientNode:
         self.ready = ready
         self.publish = publish
         self._submitted: set[int] = set()
+        #: the task's privacy settings, read from its manifest (bound on-chain)
+        self.privacy = PrivacySpec.from_manifest(manifest.privacy)
+        self._accountant = self.privacy.accountant() if self.privacy.enabled else None
+
+    def privacy_allows(self, round_: int) -> bool:
+        """False if releasing an update in ``round_`` would overspend the task's target ε
+        (this client may have taken part in every round so far: the worst case)."""
+        spec, acc = self.privacy, self._accountant
+        if acc is None or spec.target_epsilon is None:
+            return True
+        return acc.epsilon(round_) <= spec.target_epsilon
+
+    def sampled(self, round_: int) -> bool:
+        """Whether this client takes part in ``round_`` (its private coin, rate from the task)."""
+        if self.privacy.sample_rate >= 1:
+            return True
+        coin = noise_generator(self._secret(), self.task.address, round_, "client-sampling")
+        return bool(coin.random() < self.privacy.sample_rate)
+
+    def takes_part(self, round_: int) -> bool:
+        """Whether this client releases an update in ``round_``: within its privacy budget
+        and sampled (always, without privacy)."""
+        return self.privacy_allows(round_) and self.sampled(round_)
+
+    def _secret(self) -> bytes:
+        return bytes(self.account.key)
 
     def already_submitted(self, round_: int) -> bool:
         """True if the chain holds an update of ours for ``round_`` (restart-safe)."""
@@ -107,6 +135,9 @@ class ClientNode:
             return []
         if self.ready is not None and not self.ready(round_):
             return []  # e.g. an omniscient attacker waiting to see the honest updates
+        if not self.takes_part(round_):
+            self._submitted.add(round_)  # this client sits the round out
+            return [ClientEvent(round_, "skipped", {"reason": self._skip_reason(round_)})]
         try:
             return [self.submit_round(round_)]
         except ContractRevert as exc:
@@ -114,6 +145,9 @@ class ClientNode:
             # to do, so the refusal is reported and the client re-reads it next step.
             self._submitted.add(round_)
             return [ClientEvent(round_, "submitUpdate-refused", {"error": exc.error_name})]
+
+    def _skip_reason(self, round_: int) -> str:
+        return "privacy budget exhausted" if not self.privacy_allows(round_) else "not sampled"
 
     def submit_round(self, round_: int) -> ClientEvent:
         """Train on the current global state and register the update for ``round_``.
@@ -150,6 +184,10 @@ class ClientNode:
         ).astype(np.float64)
         if self.delta_hook is not None:
             delta = np.asarray(self.delta_hook(round_, delta), dtype=np.float64)
+        if self.privacy.mode == "ldp":
+            # clip and perturb before quantisation (privacy.local); noise from our own key
+            rng = noise_generator(self._secret(), self.task.address, round_)
+            delta, _ = privatize(np.nan_to_num(delta, nan=0.0), self.privacy, rng)
         q = quantise(np.nan_to_num(delta, nan=0.0), fmt.frac_bits, fmt.value_bound)
         if self.payload_hook is not None:
             payload = self.payload_hook(round_, q)

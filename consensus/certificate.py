@@ -16,8 +16,8 @@ enforces), so a certificate that verifies here is accepted by a contract followi
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
@@ -78,6 +78,25 @@ def endorse(
         certificate.view,
     )
     return str(account.address), sign_struct(account, domain, sh)
+
+
+def eligible_certificate(
+    decided: CommitCertificate,
+    pool: Mapping[str, bytes],
+    eligible: Callable[[str], bool] | None,
+    quorum: int,
+) -> CommitCertificate | None:
+    """The cheapest certificate for ``decided``'s verdict from a pool of signatures over it.
+
+    ``pool`` maps signer addresses to signatures over the same ``DisputeVerdict`` (commits of
+    that view and endorsements); only signers for which ``eligible(address)`` holds (on-chain:
+    registered and not slashed when ``resolveDispute`` runs) are kept, the lowest ``quorum``
+    of them by address. ``None`` while fewer than ``quorum`` eligible signers are in."""
+    keep = {a: sig for a, sig in pool.items() if eligible is None or eligible(a)}
+    if len(keep) < quorum:
+        return None
+    signers = sorted(keep, key=address_key)[:quorum]
+    return replace(decided, signatures=tuple((a, keep[a]) for a in signers))
 
 
 @dataclass(frozen=True)

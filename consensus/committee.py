@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from eth_account.signers.local import LocalAccount
 
-from consensus.certificate import CommitCertificate, address_key, endorse
+from consensus.certificate import CommitCertificate, eligible_certificate, endorse
 from consensus.memnet import MemNet, NetConfig
 from consensus.messages import Commit, Domain, Instance, Message, Prepare, sign
 from consensus.pbft import (
@@ -189,10 +189,4 @@ class Committee:
             if self.behaviours[i] == "honest" and cert.faulty == decided.faulty:
                 address, sig = endorse(decided, node.account, self.domain)
                 pool[address] = sig
-        members = [a.address for a in self.accounts]
-        keep = {a: sig for a, sig in pool.items() if eligible is None or eligible(a)}
-        need = commit_quorum(len(members))
-        if len(keep) < need:
-            return None
-        signers = sorted(keep, key=address_key)[:need]
-        return replace(decided, signatures=tuple((a, keep[a]) for a in signers))
+        return eligible_certificate(decided, pool, eligible, commit_quorum(len(self.accounts)))

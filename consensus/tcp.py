@@ -32,7 +32,7 @@ import struct
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from consensus.messages import MAX_MESSAGE_BYTES, Instance, Message, decode, encode
 from consensus.pbft import Action, Broadcast, CancelTimer, Decide, Node, Send, SetTimer
@@ -54,6 +54,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 _HEADER = struct.Struct(">I")
 _NONCE = struct.Struct(">Q")
 #: Frame kinds: a message (length word below 2**31), or a control frame whose length word has
@@ -468,6 +469,15 @@ class ThreadedTcpNode:
 
     def submit(self, instance: Instance) -> None:
         self._loop.call_soon_threadsafe(self.node.submit, instance)
+
+    def call(self, fn: Callable[[Node], T], timeout: float = 5.0) -> T:
+        """``fn(replica)`` run on the event-loop thread (the only thread that touches the
+        replica), its result returned here; bounded by ``timeout`` seconds."""
+
+        async def run() -> T:
+            return fn(self.node.replica)
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout)
 
     def wait_decided(self, instance: Instance, timeout: float) -> Decide:
         fut = asyncio.run_coroutine_threadsafe(

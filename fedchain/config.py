@@ -11,6 +11,9 @@ from typing import Any
 from aggregators.registry import make_rule
 from protocol.errors import ConfigError, FedchainError
 
+if typing.TYPE_CHECKING:
+    from privacy.spec import PrivacySpec
+
 ROTATIONS = {"round-robin": 0, "random": 1}
 ENGINES = ("sequential", "ray")
 WEI_PER_ETH = 10**18
@@ -54,6 +57,30 @@ class DemoConfig:
     engine: str = "sequential"
     ray_address: str | None = None
     ray_cpus: int | None = None
+    # privacy (docs/privacy.md): --privacy none|ldp (ddp+secagg, he: designed, phase 2)
+    privacy: str = "none"
+    dp_mechanism: str = "gaussian"
+    target_epsilon: float | None = None
+    target_delta: float = 1e-5
+    noise_multiplier: float | None = None
+    clip_norm: float = 1.0
+    sample_rate: float = 1.0
+    budget_policy: str = "refuse"
+
+    def privacy_spec(self) -> PrivacySpec:
+        """The run's privacy settings as given (noise multiplier not yet derived)."""
+        from privacy.spec import PrivacySpec, parse_mode
+
+        return PrivacySpec(
+            mode=parse_mode(self.privacy),
+            mechanism=self.dp_mechanism,
+            target_epsilon=self.target_epsilon,
+            target_delta=self.target_delta,
+            noise_multiplier=self.noise_multiplier,
+            clip_norm=self.clip_norm,
+            sample_rate=self.sample_rate,
+            budget_policy=self.budget_policy,
+        )
 
     def validate(self, where: str | None = None) -> None:
         """Refuse bad values before any work: one line naming the option and the value.
@@ -124,6 +151,49 @@ class DemoConfig:
             rule.check_num_updates(self.min_updates or self.clients)
         except FedchainError as exc:
             raise bad("min_updates" if self.min_updates else "clients", str(exc)) from exc
+        self._validate_privacy(bad)
+
+    def _validate_privacy(self, bad: typing.Callable[..., ConfigError]) -> None:
+        """Privacy options: each value, then the budget of the planned rounds (refused before
+        any work if it would be overspent, unless --budget-policy stop)."""
+        from privacy.spec import parse_mode
+
+        try:
+            parse_mode(self.privacy)
+        except ConfigError as exc:
+            raise bad("privacy", str(exc).split(": ", 1)[-1]) from exc
+        spec = self.privacy_spec()
+        keys = (
+            "dp_mechanism",
+            "target_epsilon",
+            "target_delta",
+            "noise_multiplier",
+            "clip_norm",
+            "sample_rate",
+            "budget_policy",
+        )
+        try:
+            spec.validate()
+        except ConfigError as exc:
+            text = str(exc)
+            key = next((k for k in keys if text.startswith(k + " ")), "privacy")
+            problem = text.split(": ", 1)[-1]
+            raise bad(key, problem) from exc
+        if not spec.enabled:
+            given = [k for k in keys if getattr(self, k) != getattr(DemoConfig, k)]
+            if given:
+                raise bad(given[0], "needs --privacy ldp")
+            return
+        if self.sample_rate < 1 and self.min_updates is None:
+            raise bad(
+                "sample_rate",
+                "clients then skip rounds at random: set --min-updates (at most the expected "
+                f"participants, {self.sample_rate * self.clients:.3g})",
+            )
+        try:
+            spec.resolve(self.rounds)
+        except FedchainError as exc:
+            raise bad("target_epsilon", str(exc)) from exc
 
 
 #: CLI spelling of the DemoConfig fields whose option name is not ``--field-name``.

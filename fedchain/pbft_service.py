@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import queue
 import socket
-from dataclasses import replace
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
 
 from adapters.contract import Phase, TaskContract
-from consensus.certificate import address_key, endorse
+from consensus.certificate import eligible_certificate, endorse
 from consensus.committee import REPLICA_KINDS
 from consensus.messages import Domain, Instance
-from consensus.pbft import Decide, Node, SilentReplica
+from consensus.pbft import Decide, Node, Replica, SilentReplica
 from consensus.tcp import ThreadedTcpNode
 from fedchain.netem import pbft_peers
 from protocol.errors import ConsensusError, ContractRevert
@@ -164,24 +163,28 @@ class PbftService:
             "round": inst.round,
             "attempt": inst.attempt,
         }
-        # Only members eligible on-chain now may sign (a slashed one's vote is refused): keep
-        # those, add this node's own endorsement of the decided verdict, and submit once
-        # n - f remain; otherwise another member's decision, or the dispute timeout, settles it.
-        cert = decision.certificate
-        pool = dict(cert.signatures)
-        address, sig = endorse(cert, self.account, self.domain)
+        # Only members eligible on-chain now may sign (a slashed one's vote is refused). The
+        # pool: the decision's certificate, every matching commit that reached this replica
+        # after it decided (honest members broadcast their commits to all), and this node's
+        # own endorsement of the decided verdict. Submit once n - f eligible signers are in;
+        # otherwise the next poll looks again (more commits may arrive), and another member's
+        # decision or the dispute timeout settles it.
+        decided = decision.certificate
+        pool = dict(decided.signatures)
+        pool.update(self.late_commits(decision))
+        address, sig = endorse(decided, self.account, self.domain)
         pool[address] = sig
-        eligible = {}
-        for signer, signature in pool.items():
+
+        def eligible(signer: str) -> bool:
             info = task.aggregator_info(signer)
-            if info.registered and not info.slashed:
-                eligible[signer] = signature
+            return bool(info.registered and not info.slashed)
+
         need = task.commit_quorum()
-        if len(eligible) < need:
-            line.update(action="resolveDispute-waiting", eligible=len(eligible), quorum=need)
+        cert = eligible_certificate(decided, pool, eligible, need)
+        if cert is None:
+            count = sum(1 for a in pool if eligible(a))
+            line.update(action="resolveDispute-waiting", eligible=count, quorum=need)
             return [line]
-        signers = sorted(eligible, key=address_key)[:need]
-        cert = replace(cert, signatures=tuple((a, eligible[a]) for a in signers))
         try:
             receipt = task.resolve_dispute(self.account, *cert.to_contract_args())
             line["gas"] = int(receipt["gasUsed"])
@@ -189,6 +192,21 @@ class PbftService:
             line["action"] = "resolveDispute-refused"
             line["error"] = exc.error_name
         return [line]
+
+    def late_commits(self, decision: Decide) -> tuple[tuple[str, bytes], ...]:
+        """Signatures over the decided verdict that this replica holds beyond its decision's
+        certificate (read on the transport's thread); none from a replica without a log."""
+        key, cert = decision.instance.key, decision.certificate
+
+        def read(replica: Node) -> tuple[tuple[str, bytes], ...]:
+            if not isinstance(replica, Replica):
+                return ()
+            return replica.matching_commits(key, cert.faulty, cert.view)
+
+        try:
+            return self.tcp.call(read)
+        except (TimeoutError, RuntimeError):  # transport stopping: keep the certificate alone
+            return ()
 
     def close(self) -> None:
         self.tcp.stop()

@@ -27,7 +27,7 @@ from consensus.committee import Committee
 from consensus.memnet import NetConfig
 from consensus.messages import Instance
 from fedchain.config import DemoConfig
-from fedchain.driver.deployment import deploy, federated_data
+from fedchain.driver.deployment import deploy, federated_data, privacy_plan
 from fedchain.driver.disputes import DisputeDriver
 from fedchain.driver.engine import make_engine
 from fedchain.driver.events import EventLog, emit_stakes
@@ -105,6 +105,7 @@ class Demo:
         t0 = time.perf_counter()
         cfg = self.cfg
         d = self.deployment = deploy(cfg, self.scenario, self.run_dir)
+        self.privacy, self.privacy_rounds = privacy_plan(cfg)
         self.store, self.chain, self.task = d.store, d.chain, d.task
         self.manifest, self.layout = d.manifest, d.layout
         self.agg_accounts, self.client_accounts = d.agg_accounts, d.client_accounts
@@ -149,6 +150,7 @@ class Demo:
             self.clock,
             self.faults,
             self.names,
+            privacy=self.privacy,
         )
         # The training engine starts last: a local Ray instance is not left behind if the
         # deployment fails, and a bad --ray-address fails before the task starts.
@@ -223,6 +225,8 @@ class Demo:
             f"({cfg.partition}); task {self.task.address}"
         )
         p.line(f"run directory: {self.run_dir}")
+        if self.privacy.enabled:
+            p.line(self._privacy_line())
         tc = self.task.config()
         self.events.emit(
             "run_started",
@@ -268,6 +272,7 @@ class Demo:
             self.faults,
             self.timings,
             self.stalled,
+            privacy=self.privacy,
         )
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         self.events.emit(
@@ -311,8 +316,30 @@ class Demo:
             rounds=cfg.rounds,
             max_blocks=cfg.max_blocks,
         )
+        if self.privacy_rounds < cfg.rounds:
+            self.loop.stop_after = self.privacy_rounds
         self.loop.run(lambda r, wall, fin: self._end_round(rounds_file, r, wall, fin))
+        if self.loop.stop_after is not None and self.loop.stalled is None:
+            spent = self.privacy.accountant().epsilon(self.privacy_rounds)
+            self.progress.line(
+                f"privacy budget spent: epsilon {spent:.4g} after round {self.privacy_rounds} "
+                f"(target {self.privacy.target_epsilon:g}, delta {self.privacy.target_delta:g});"
+                f" stopping before round {self.privacy_rounds + 1} of {cfg.rounds}"
+            )
+            self.events.emit("privacy_budget_exhausted", round=self.privacy_rounds, epsilon=spent)
         self.stalled = self.loop.stalled
+
+    def _privacy_line(self) -> str:
+        spec = self.privacy
+        acc = spec.accountant()
+        kind = "sigma" if spec.mechanism == "gaussian" else "b"
+        target = f"target epsilon {spec.target_epsilon:g}, " if spec.target_epsilon else ""
+        return (
+            f"privacy: local DP, {spec.mechanism} noise, clip norm {spec.clip_norm:g}, noise "
+            f"multiplier {spec.noise_multiplier:.4g} ({kind} {spec.noise_scale:.4g}); "
+            f"{target}epsilon after {self.privacy_rounds} round(s) "
+            f"{acc.epsilon(self.privacy_rounds):.4g} at delta {spec.target_delta:g} ({acc.name})"
+        )
 
     def close(self) -> None:
         """Release the training engine (a local Ray instance is shut down); idempotent."""
@@ -381,7 +408,9 @@ class Demo:
             f" (chosen by contract: {'yes' if record['chosen_by_contract'] else 'NO'})"
             f"  updates {len(record['included'])}/{record['updates_registered']}"
             f"  acc {_fmt(record['accuracy'])}  loss {_fmt(record['loss'])}"
-            f"  gas {record['gas_total']:,}  {record['wall_seconds']:.1f}s{extra}"
+            f"  gas {record['gas_total']:,}  {record['wall_seconds']:.1f}s"
+            + (f"  eps {pr['epsilon']:.3g}" if (pr := record["privacy"]).get("epsilon") else "")
+            + extra
         )
 
 

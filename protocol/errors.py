@@ -56,3 +56,45 @@ class ContractRevert(ChainError):
 
 class ConsensusError(FedchainError):
     """A PBFT message or certificate is invalid (bad signature, wrong quorum, equivocation)."""
+
+
+class PrivacyError(FedchainError):
+    """A privacy mechanism, accountant or cryptographic aggregation refused its input."""
+
+
+class PrivacyBudgetError(PrivacyError):
+    """A task would spend (or has spent) more privacy budget than its target allows."""
+
+
+class SecAggError(PrivacyError):
+    """Secure aggregation cannot produce the exact sum from the published material."""
+
+
+class SecAggThresholdError(SecAggError):
+    """Fewer valid shares than the threshold were revealed for some secret.
+
+    ``missing`` maps each dealer (client index) whose secret cannot be reconstructed to the
+    number of valid shares that were available for it.
+    """
+
+    def __init__(self, message: str, missing: dict[int, int]) -> None:
+        super().__init__(message)
+        self.missing = dict(missing)
+
+
+class SecAggShareError(SecAggError):
+    """A revealed share, or a dealt set of shares, is inconsistent with its commitment.
+
+    ``culprit`` is the client index held responsible (the revealer of a share that does not
+    open the dealer's commitment, or the dealer whose shares reconstruct to a secret that
+    does not match its published commitment); ``role`` says which ("revealer" or "dealer").
+    """
+
+    def __init__(self, message: str, culprit: int, role: str) -> None:
+        super().__init__(message)
+        self.culprit = culprit
+        self.role = role
+
+
+class HEError(PrivacyError, ValueError):
+    """A homomorphic ciphertext or key is malformed, or a decryption proof does not verify."""

@@ -38,9 +38,12 @@ class TaskManifest:
     num_classes: int
     layout: ModelLayout
     client_training: dict[str, Any] = field(default_factory=dict)
+    #: the task's privacy parameters (``privacy.spec.PrivacySpec.to_manifest``); a task
+    #: without privacy omits the key, so its manifest hash is unchanged
+    privacy: dict[str, Any] = field(default_factory=lambda: {"mode": "none"})
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "version": MANIFEST_VERSION,
             "rule": self.rule,
             "rule_params": dict(self.rule_params),
@@ -52,6 +55,9 @@ class TaskManifest:
             "layout": self.layout.to_json(),
             "client_training": dict(self.client_training),
         }
+        if self.privacy.get("mode", "none") != "none":
+            out["privacy"] = dict(self.privacy)
+        return out
 
     def to_bytes(self) -> bytes:
         return canonical_json(self.to_json())
@@ -75,6 +81,7 @@ class TaskManifest:
                 num_classes=int(obj["num_classes"]),
                 layout=ModelLayout.from_spec(obj["layout"]),
                 client_training=dict(obj.get("client_training", {})),
+                privacy=dict(obj.get("privacy", {"mode": "none"})),
             )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, ConfigError):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("fedchain", "clients", "aggregators", "consensus", "adapters", "protocol")
+PACKAGES = ("fedchain", "clients", "aggregators", "consensus", "adapters", "privacy", "protocol")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
@@ -56,6 +56,9 @@ def test_layers_kept(tree: Path) -> None:
         ("adapters/chain.py", "import aggregators.registry"),  # adapter -> node package
         ("aggregators/execution.py", "import fedchain.scenario"),  # node package -> top
         ("clients/training.py", "import aggregators.registry"),  # sideways between nodes
+        ("privacy/secagg.py", "import adapters.storage"),  # sideways: pure cores vs adapters
+        ("privacy/accounting.py", "import clients.node"),  # pure core -> node package
+        ("protocol/manifest.py", "import privacy.spec"),  # bottom -> pure cores
     ],
 )
 def test_upward_import_breaks_the_contract(tree: Path, module: str, upward: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import time
 
 import pytest
 from eth_utils import keccak
@@ -161,6 +162,55 @@ def test_threaded_nodes_for_synchronous_callers() -> None:
             assert d.faulty is True
         with pytest.raises(TimeoutError):
             nodes[3].wait_decided(inst(2), timeout=0.3)
+    finally:
+        for n in nodes:
+            n.stop()
+
+
+def test_late_commits_complete_a_certificate_without_a_slashed_signer() -> None:
+    """The testnet's certificate pool (fedchain/pbft_service.py): a decision carries exactly
+    n - f commits; if one of those signers is slashed on-chain before ``resolveDispute`` runs,
+    the commits that reached the replica after it decided (every member broadcasts its commit)
+    replace it, read from the replica's log on the transport's own thread."""
+    from dataclasses import replace
+
+    from consensus.certificate import eligible_certificate
+
+    nodes = [ThreadedTcpNode(r, time_unit=TIME_UNIT) for r in replicas()]
+    try:
+        addrs = {i: n.start() for i, n in enumerate(nodes)}
+        for n in nodes:
+            n.set_peers(addrs)
+        for n in nodes:
+            n.submit(inst(4))
+        decisions = [n.wait_decided(inst(4), timeout=15) for n in nodes]
+        decided = decisions[0].certificate
+        assert len(decided.signatures) == 3  # n - f: the cheapest certificate
+        key = inst(4).key
+
+        def late(n: ThreadedTcpNode) -> dict[str, bytes]:
+            def read(replica: Node) -> tuple[tuple[str, bytes], ...]:
+                assert isinstance(replica, Replica)
+                return replica.matching_commits(key, decided.faulty, decided.view)
+
+            return dict(n.call(read))
+
+        # Every member's commit eventually reaches node 0 (bounded wait, no timing assert).
+        pool = late(nodes[0])
+        for _ in range(200):
+            if len(pool) == 4:
+                break
+            time.sleep(0.02)
+            pool = late(nodes[0])
+        assert set(pool) == set(MEMBERS)
+        assert set(dict(decided.signatures)) <= set(pool)
+        slashed = decided.signatures[0][0]  # a signer of the decided certificate is slashed
+        alone = eligible_certificate(decided, dict(decided.signatures), lambda a: a != slashed, 3)
+        assert alone is None  # the decision's own certificate is now short
+        cert = eligible_certificate(decided, pool, lambda a: a != slashed, 3)
+        assert cert is not None and slashed not in dict(cert.signatures)
+        assert cert.is_valid(MEMBERS, SIM_DOMAIN)
+        assert cert == replace(decided, signatures=cert.signatures)  # same verdict and view
     finally:
         for n in nodes:
             n.stop()

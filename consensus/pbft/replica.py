@@ -177,6 +177,19 @@ class Replica(ReplicaCore):
         d = self.decided.get(key)
         return None if d is None else (d.faulty, d.certificate)
 
+    def matching_commits(
+        self, key: InstanceKey, faulty: bool, view: int
+    ) -> tuple[tuple[str, bytes], ...]:
+        """Every verified commit this replica holds for ``key`` with this verdict and view, as
+        ``(signer address, signature)``: the certificate a decision carried plus commits that
+        arrived after it (they stay in the log until the next stable checkpoint)."""
+        bucket = self.ordering.commits.get(key, {})
+        return tuple(
+            (self.committee[m.sender], m.signature)
+            for m in bucket.values()
+            if m.faulty == faulty and m.view == view
+        )
+
     def log_size(self) -> int:
         """Number of protocol messages held (bounded by n, K, L; not by history)."""
         size = len(self.stable_proof) + len(self.catchup.ready)

@@ -127,6 +127,7 @@ class RunView:
         self.verdict: dict[str, Any] | None = None
         self.records: list[dict[str, Any]] = []
         self.gas_ops: dict[str, int] = {}  # testnets: summed from the nodes' logs
+        self.privacy_stop: dict[str, Any] | None = None  # the budget stopped the run
 
     # -- the fold ----------------------------------------------------------------------------
 
@@ -373,6 +374,9 @@ class RunView:
             rv.finalized = {**(rv.finalized or {}), "accuracy": e.get("accuracy")}
             rv.finalized["loss"] = e.get("loss")
 
+    def _on_privacy_budget_exhausted(self, e: dict[str, Any]) -> None:
+        self.privacy_stop = {"round": e.get("round"), "epsilon": e.get("epsilon")}
+
     def _on_stalled(self, e: dict[str, Any]) -> None:
         self.status = "stalled"
         self.stalled = str(e.get("reason"))
@@ -515,7 +519,11 @@ class RunView:
             total = None
         if not per_round and not isinstance(total, dict):
             return None
-        return {"rounds": per_round, "total": total if isinstance(total, dict) else None}
+        return {
+            "rounds": per_round,
+            "total": total if isinstance(total, dict) else None,
+            "stopped": self.privacy_stop,
+        }
 
     def rounds_finalized(self) -> int:
         return sum(1 for rv in self.rounds.values() if rv.finalized)

@@ -37,6 +37,7 @@ from consensus.messages import Domain
 from fedchain.config import ROTATIONS, WEI_PER_ETH, DemoConfig, short_reason
 from fedchain.driver.engine import ModelSpec
 from fedchain.scenario import Scenario, client_attack_hooks
+from privacy.spec import PrivacySpec
 from protocol.cid import content_digest
 from protocol.errors import ChainError, ConfigError, StorageError
 from protocol.fixedpoint import INT32_MAX, NumericFormat, quantise
@@ -82,8 +83,15 @@ def federated_data(cfg: DemoConfig) -> tuple[Dataset, Dataset, list[np.ndarray]]
     return train, test, parts
 
 
+def privacy_plan(cfg: DemoConfig) -> tuple[PrivacySpec, int]:
+    """The run's resolved privacy settings and the rounds its budget affords (all of them
+    unless ``--budget-policy stop`` cut the run short)."""
+    return cfg.privacy_spec().resolve(cfg.rounds)
+
+
 def task_manifest(cfg: DemoConfig, train: Dataset, layout: ModelLayout) -> TaskManifest:
-    """The canonical task manifest of a run: rule and parameters, format, model, training."""
+    """The canonical task manifest of a run: rule and parameters, format, model, training,
+    privacy."""
     rule_params = make_rule(cfg.rule, cfg.rule_params).params  # typed, defaults included
     return TaskManifest(
         rule=cfg.rule,
@@ -94,6 +102,7 @@ def task_manifest(cfg: DemoConfig, train: Dataset, layout: ModelLayout) -> TaskM
         num_classes=train.num_classes,
         layout=layout,
         client_training=asdict(train_config(cfg)),
+        privacy=privacy_plan(cfg)[0].to_manifest(),
     )
 
 

@@ -38,6 +38,9 @@ stakes               aggregators {name: {stake, active, slashed, credits}} (wei;
 round_finalized      round, attempt, aggregator, accuracy, loss, gas, digest, wall_seconds
 crash, restart       round, aggregator, block, what (a scenario's crashed aggregator)
 stalled              round, reason
+privacy_budget_exhausted
+                     round, epsilon (the run stops before the next round would exceed
+                     the target ε: --budget-policy stop)
 run_finished         rounds_finalized, final_accuracy, summary
 ==================== ============================================================
 

@@ -101,8 +101,8 @@ class ClientFleet:
         registered = {u.client for u in self.task.updates(round_)}
         self._pending = []
         for node in self.clients:
-            if node.address in registered:
-                node.mark_submitted(round_)
+            if node.address in registered or not node.takes_part(round_):
+                node.mark_submitted(round_)  # registered, or sits out (privacy budget, sampling)
             else:
                 self._pending.append(node)
 

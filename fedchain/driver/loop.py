@@ -64,6 +64,8 @@ class BlockLoop:
         self.max_blocks = max_blocks
         self.down: dict[int, int] = {}  # aggregator index -> block it crashed at
         self.stalled: str | None = None
+        #: stop (cleanly, not a stall) once this round ends: the privacy budget is spent
+        self.stop_after: int | None = None
 
     def run(self, on_round_end: Callable[[int, float, bool], None]) -> None:
         """Step until the task completes or stalls; ``on_round_end(round, wall, finalized)``."""
@@ -93,6 +95,8 @@ class BlockLoop:
                 completed = self.task.task_completed()
             if current != round_ or completed:
                 on_round_end(round_, time.perf_counter() - round_started, True)
+                if self.stop_after is not None and round_ >= self.stop_after and not completed:
+                    return
                 round_, round_started = current, time.perf_counter()
                 if not completed:
                     with self.clock.phase(round_, "drive"):

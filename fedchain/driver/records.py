@@ -26,6 +26,7 @@ from clients.training import evaluate
 from fedchain.config import DemoConfig
 from fedchain.driver.faults import FaultLog, fault_summary
 from fedchain.scenario import Scenario
+from privacy.spec import PrivacySpec
 from protocol.fixedpoint import dequantise
 from protocol.manifest import TaskManifest
 from protocol.metrics import PhaseClock
@@ -63,8 +64,10 @@ class RoundRecorder:
         clock: PhaseClock,
         faults: FaultLog,
         names: dict[str, str],
+        privacy: PrivacySpec | None = None,
     ) -> None:
         self.cfg = cfg
+        self.privacy = privacy or PrivacySpec()
         self.chain = chain
         self.task = task
         self.store = store
@@ -146,6 +149,7 @@ class RoundRecorder:
             "wall_seconds": round(wall, 3),
             # Every phase second is charged once (PhaseClock), so this is what no phase saw.
             "unaccounted_seconds": round(wall - sum(seconds.values()), 3),
+            "privacy": privacy_round_field(self.privacy, round_),
         }
         self.records.append(record)
         return record
@@ -163,6 +167,7 @@ def build_summary(
     faults: FaultLog,
     timings: dict[str, float],
     stalled: str | None,
+    privacy: PrivacySpec | None = None,
 ) -> dict[str, Any]:
     """The run's ``summary.json`` (see the README for its fields)."""
     finalized = [r for r in records if r["finalized"]]
@@ -205,5 +210,59 @@ def build_summary(
             "setup": round(timings.get("setup", 0.0), 3),
             "phases": phase_totals,
         },
+        "privacy": privacy_summary(privacy or PrivacySpec(), len(finalized)),
         "machine": {"python": platform.python_version(), "platform": platform.platform()},
     }
+
+
+def privacy_round_field(spec: PrivacySpec, round_: int) -> dict[str, Any]:
+    """The ``privacy`` field of a ``rounds.jsonl`` record: ε after this round (cumulative,
+    for a client that took part in every round so far) at the task's δ."""
+    if not spec.enabled:
+        return {"mode": "none"}
+    return {
+        "mode": spec.mode,
+        "mechanism": spec.mechanism,
+        "epsilon": spec.accountant().epsilon(round_),
+        "delta": spec.target_delta,
+        "noise_multiplier": spec.noise_multiplier,
+        "clip_norm": spec.clip_norm,
+    }
+
+
+def privacy_summary(spec: PrivacySpec, rounds_run: int) -> dict[str, Any]:
+    """The ``privacy`` field of ``summary.json`` (ε spent, per round, budget state)."""
+    if not spec.enabled:
+        return {"mode": "none"}
+    acc = spec.accountant()
+    per_round = acc.epsilons(rounds_run)
+    exhausted = (
+        spec.target_epsilon is not None and acc.epsilon(rounds_run + 1) > spec.target_epsilon
+    )
+    out: dict[str, Any] = {
+        "mode": spec.mode,
+        "mechanism": spec.mechanism,
+        "epsilon_spent": per_round[-1] if per_round else 0.0,
+        "delta": spec.target_delta,
+        "target_epsilon": spec.target_epsilon,
+        "epsilon_per_round": per_round,
+        "budget_exhausted": bool(exhausted),
+        "accountant": acc.name,
+        "noise_multiplier": spec.noise_multiplier,
+        "clip_norm": spec.clip_norm,
+        "sensitivity": spec.sensitivity,
+        "noise_scale": spec.noise_scale,
+        "sample_rate": spec.sample_rate,
+    }
+    if spec.sample_rate < 1 and rounds_run:
+        # participation is public on-chain: the amplified figure holds only against someone
+        # who cannot see who took part (docs/privacy.md)
+        from dataclasses import replace as _replace
+
+        from privacy.accounting import Accountant
+
+        hidden = _replace(spec.release(), sampling_hidden=True)
+        out["epsilon_if_sampling_hidden"] = Accountant(hidden, spec.target_delta).epsilon(
+            rounds_run
+        )
+    return out
