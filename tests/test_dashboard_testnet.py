@@ -1,7 +1,8 @@
 """A testnet watched and driven from the dashboard in a real browser: kill -9 an aggregator
 from the page, restart it from the page, and watch the task complete with the faulty
 aggregator slashed (anvil + one OS process per node; a shared store directory instead of
-an IPFS daemon keeps it quick: the dashboard is under test here, not IPFS)."""
+an IPFS daemon keeps it quick: the dashboard is under test here, not IPFS). One-second
+blocks leave the nodes time to act inside the 3-block windows on a loaded machine."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def test_kill_and_restart_a_testnet_node_from_the_page(tmp_path: Path) -> None:
     dash = None
     try:
         spec = testnet.up(
-            cfg, directory, use_ipfs=False, block_time=0.5, scenario=scenario, max_seconds=600
+            cfg, directory, use_ipfs=False, block_time=1.0, scenario=scenario, max_seconds=900
         )
         dash = DashboardProcess(runs)
         with browser_context() as browser:
