@@ -34,6 +34,14 @@ an upheld aggregate sends the challenge bond to the treasury. A dispute still op
 aggregate is discarded and both bonds go to the treasury. :meth:`TaskContract.slash_equivocation`
 slashes a member that signed two conflicting PBFT votes.
 
+Updates: a client registers its own update with :meth:`TaskContract.submit_update`, or signs
+an EIP-712 update record (:mod:`adapters.records`) that anyone relays in a batch with
+:meth:`TaskContract.submit_updates`. The contract keeps no update in storage: per round a
+224-bit hash-chain accumulator and a count, and a round-tagged bitmap of who submitted.
+:meth:`TaskContract.updates` rebuilds a round's ordered list from its ``UpdatesRegistered``
+events and raises :class:`~adapters.records.AccumulatorMismatch` unless it hashes to the
+on-chain accumulator; :meth:`TaskContract.has_submitted` reads the bitmap (current round).
+
 Availability: after collection closes the round is ``ATTESTING``; each aggregator calls
 :meth:`TaskContract.attest` once with the updates it holds; the included set
 (:meth:`TaskContract.included_updates`: updates attested by f + 1 members) is fixed once
@@ -45,18 +53,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, field
 from enum import IntEnum
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from eth_abi.abi import decode as abi_decode
 from eth_abi.abi import encode as abi_encode
 from eth_account.signers.local import LocalAccount
 from eth_utils.address import to_checksum_address
 from eth_utils.crypto import keccak
 
 from adapters.chain import Chain, register_error_class
+from adapters.records import (
+    AccumulatorMismatch,
+    SignedUpdate,
+    UpdateEntry,
+    decode_update_entries,
+    extend_updates,
+)
+from protocol.eip712 import domain_separator
 from protocol.errors import ConfigError, ContractRevert
 
 ARTIFACT_PATH = Path(__file__).resolve().parent.parent / "contracts" / "build" / "FedChainTask.json"
@@ -234,14 +251,8 @@ class RoundInfo:
         return cls(*v)
 
 
-@dataclass(frozen=True)
-class RegisteredUpdate:
-    """One client update registered on-chain for a round (index = registration order)."""
-
-    index: int
-    client: str
-    digest: bytes
-    num_samples: int
+#: One client update registered on-chain for a round (index = registration order).
+RegisteredUpdate = UpdateEntry
 
 
 @dataclass(frozen=True)
@@ -310,6 +321,20 @@ class EventRecord:
     args: dict[str, Any]
     block_number: int
     log_index: int
+
+
+@dataclass
+class _UpdateLog:
+    """A round's update list as read so far from its events, with the accumulator after
+    each prefix (``accs[i]``: after ``i`` updates)."""
+
+    entries: list[RegisteredUpdate] = field(default_factory=list)
+    accs: list[int] = field(default_factory=lambda: [0])
+    next_block: int = 0
+
+
+_UPDATES_TOPIC = keccak(text="UpdatesRegistered(uint256,uint256,uint256,bytes)")
+_CLIENT_TOPIC = keccak(text="ClientRegistered(address,uint256)")
 
 
 def _opt_address(value: str) -> str | None:
@@ -431,6 +456,13 @@ class CollectionNotClosed(TaskRevert):
 
     error_name = "CollectionNotClosed"
     params = ("round", "updateCount", "closeBlock")
+
+
+class BadBatch(TaskRevert):
+    """A ``submitUpdates`` batch that is empty or not a whole number of records."""
+
+    error_name = "BadBatch"
+    params = ("length",)
 
 
 class DeadlineNotPassed(TaskRevert):
@@ -614,6 +646,14 @@ class SignersNotSorted(TaskRevert):
     params = ("index", "previous", "signer")
 
 
+class SafeCastOverflowedUintDowncast(TaskRevert):
+    """A value does not fit its storage field (a block number past 2**40, a stake past
+    2**128, more than 2**32 clients)."""
+
+    error_name = "SafeCastOverflowedUintDowncast"
+    params = ("bits", "value")
+
+
 class StringTooLong(TaskRevert):
     """OpenZeppelin ``ShortStrings`` (EIP-712 name/version); unreachable with fixed names."""
 
@@ -652,6 +692,21 @@ class TransferFailed(TaskRevert):
     params = ("to", "amount")
 
 
+class UnknownClient(TaskRevert):
+    """Record ``record`` of a batch names a client index nobody registered."""
+
+    error_name = "UnknownClient"
+    params = ("record", "clientIndex")
+
+
+class WrongSigner(TaskRevert):
+    """Record ``record`` was not signed by the client it names (another key, or a record for
+    another round, task or chain, which recovers to an unrelated address)."""
+
+    error_name = "WrongSigner"
+    params = ("record", "clientIndex", "signer")
+
+
 class UpdateAlreadySubmitted(TaskRevert):
     error_name = "UpdateAlreadySubmitted"
     params = ("round", "client")
@@ -687,6 +742,7 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         AttestationClosed,
         AttestationOpen,
         AttemptMismatch,
+        BadBatch,
         BadBitmap,
         ChallengeWindowClosed,
         ChallengeWindowOpen,
@@ -721,6 +777,7 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         RenounceDisabled,
         RoundAlreadyFinalized,
         RoundNotOpen,
+        SafeCastOverflowedUintDowncast,
         SignerNotMember,
         SignerSlashed,
         SignersNotSorted,
@@ -732,7 +789,9 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         TaskNotStarted,
         TooManyAggregators,
         TransferFailed,
+        UnknownClient,
         UpdateAlreadySubmitted,
+        WrongSigner,
         WrongValue,
         ZeroDigest,
         ZeroSamples,
@@ -760,6 +819,10 @@ class TaskContract:
         self.deploy_receipt: Any = None
         self._config: TaskConfig | None = None
         self._events_by_topic: dict[bytes, str] | None = None
+        self._update_logs: dict[int, _UpdateLog] = {}
+        self._client_indices: dict[str, int] = {}
+        self._clients_next_block = 0
+        self._separator: bytes | None = None
 
     @classmethod
     def deploy(cls, chain: Chain, deployer: LocalAccount, config: TaskConfig) -> TaskContract:
@@ -785,9 +848,11 @@ class TaskContract:
 
     # -- transactions ---------------------------------------------------------------------
 
-    def _tx(self, acct: LocalAccount, name: str, *args: Any, value: int = 0) -> Any:
+    def _tx(
+        self, acct: LocalAccount, name: str, *args: Any, value: int = 0, gas: int | None = None
+    ) -> Any:
         fn = getattr(self.contract.functions, name)(*args)
-        return self.chain.transact(acct, fn, name, value)
+        return self.chain.transact(acct, fn, name, value, gas=gas)
 
     def register_aggregator(self, acct: LocalAccount, value: int | None = None) -> Any:
         """Join the committee; sends ``aggregator_stake`` unless ``value`` is given."""
@@ -801,7 +866,31 @@ class TaskContract:
         return self._tx(acct, "start")
 
     def submit_update(self, acct: LocalAccount, round: int, digest: bytes, num_samples: int) -> Any:
+        """Register ``acct``'s own update (no signature needed: it sends the transaction)."""
         return self._tx(acct, "submitUpdate", round, bytes(digest), num_samples)
+
+    def submit_updates(
+        self,
+        acct: LocalAccount,
+        round: int,
+        records: Sequence[SignedUpdate],
+        gas: int | None = None,
+    ) -> Any:
+        """Relay a batch of clients' signed update records (``acct`` pays, anyone may).
+
+        Records of clients that already have an update this round, and those left once
+        collection closes, are skipped; :meth:`accepted_updates` reads what the receipt
+        registered."""
+        packed = b"".join(rec.packed() for rec in records)
+        return self._tx(acct, "submitUpdates", round, packed, gas=gas)
+
+    def accepted_updates(self, receipt: Any) -> list[RegisteredUpdate]:
+        """The updates a ``submitUpdate``/``submitUpdates`` receipt registered, in order."""
+        out: list[RegisteredUpdate] = []
+        for ev in self.events(receipt):
+            if ev.name == "UpdatesRegistered":
+                out += decode_update_entries(int(ev.args["firstIndex"]), bytes(ev.args["entries"]))
+        return out
 
     def submit_aggregate(
         self, acct: LocalAccount, round: int, digest: bytes, value: int | None = None
@@ -915,11 +1004,102 @@ class TaskContract:
         return RoundInfo.from_tuple(self._call("getRound", round))
 
     def updates(self, round: int) -> list[RegisteredUpdate]:
-        clients, digests, samples = self._call("getUpdates", round)
-        return [
-            RegisteredUpdate(i, to_checksum_address(c), bytes(d), int(n))
-            for i, (c, d, n) in enumerate(zip(clients, digests, samples, strict=True))
-        ]
+        """The updates registered for ``round``, in registration order.
+
+        Rebuilt from the round's ``UpdatesRegistered`` events (read incrementally and kept)
+        and checked against the on-chain accumulator and count: a list that does not hash to
+        it raises :class:`~adapters.records.AccumulatorMismatch`, never a silent answer."""
+        acc, count = self.update_accumulator(round)
+        log = self._update_logs.get(round)
+        for fresh in (False, True):
+            if log is None or fresh:
+                log = self._update_logs[round] = _UpdateLog()
+            if len(log.entries) < count:
+                self._scan_updates(round, log)
+            if len(log.entries) >= count and log.accs[count] == acc:
+                return log.entries[:count]
+            # a cached prefix from a reverted chain (snapshot) fails here: rescan once
+        have = len(log.entries) if log is not None else 0
+        raise AccumulatorMismatch(
+            f"round {round}: {have} updates rebuilt from UpdatesRegistered events do not match "
+            f"the on-chain accumulator of {count} updates at {self.address}"
+        )
+
+    def _scan_updates(self, round: int, log: _UpdateLog) -> None:
+        """Append the round's events since the last scan to ``log`` (each batch checked)."""
+        to_block = self.chain.block_number()
+        from_block = log.next_block or self.round_info(round).open_block
+        if from_block > to_block:
+            return
+        events = self.chain.logs(
+            self.address, [_UPDATES_TOPIC, round.to_bytes(32, "big")], from_block, to_block
+        )
+        for event in events:
+            first, acc, entries = abi_decode(["uint256", "uint256", "bytes"], event.data)
+            if first < len(log.entries):
+                continue  # already read (overlapping scan)
+            if first > len(log.entries):
+                raise AccumulatorMismatch(
+                    f"round {round}: UpdatesRegistered events skip updates "
+                    f"{len(log.entries)}..{first - 1}"
+                )
+            for entry in decode_update_entries(first, entries):
+                log.accs.append(
+                    extend_updates(log.accs[-1], entry.client, entry.digest, entry.num_samples)
+                )
+                log.entries.append(entry)
+            if log.accs[-1] != acc:
+                raise AccumulatorMismatch(
+                    f"round {round}: the batch ending at update {len(log.entries) - 1} does "
+                    "not hash to the accumulator its event carries"
+                )
+        log.next_block = to_block + 1
+
+    def update_accumulator(self, round: int) -> tuple[int, int]:
+        """The on-chain accumulator over ``round``'s update list, and its length."""
+        acc, count = self._call("updateAccumulator", round)
+        return int(acc), int(count)
+
+    def has_submitted(self, round: int, address: str) -> bool:
+        """Whether ``address`` has an update registered for ``round`` (the current round)."""
+        return bool(self._call("updateSubmitted", round, to_checksum_address(address)))
+
+    def client_index(self, address: str) -> int | None:
+        """The registration index of client ``address`` (None if not registered).
+
+        Read from the ``ClientRegistered`` events (one log query for every client so far, then
+        incrementally), falling back to the ``clientInfo`` view for an address they miss."""
+        address = to_checksum_address(address)
+        if address not in self._client_indices:
+            to_block = self.chain.block_number()
+            for log in self.chain.logs(
+                self.address, [_CLIENT_TOPIC], self._clients_next_block, to_block
+            ):
+                client = to_checksum_address(log.topics[1][-20:])
+                self._client_indices[client] = int.from_bytes(log.data, "big")
+            self._clients_next_block = to_block + 1
+        if address not in self._client_indices:
+            registered, index = self._call("clientInfo", address)
+            if not registered:
+                return None
+            self._client_indices[address] = int(index)
+        return self._client_indices[address]
+
+    def client_count(self) -> int:
+        return int(self._call("clientCount"))
+
+    @property
+    def domain_separator(self) -> bytes:
+        """The task's EIP-712 domain separator (what clients' records are signed under)."""
+        if self._separator is None:
+            self._separator = domain_separator(self.chain.chain_id, self.address)
+        return self._separator
+
+    def update_record_digest(self, round: int, digest: bytes, num_samples: int) -> bytes:
+        """The EIP-712 digest of an update record, computed on-chain."""
+        return bytes(
+            self._call("updateRecordDigest", round, _digest("digest", digest), num_samples)
+        )
 
     def included_updates(self, round: int) -> list[bool]:
         """The round's included set, one flag per registered update (final once

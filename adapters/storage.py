@@ -487,7 +487,11 @@ class PeerStore:
                 data = peer.get(cid)
             except (ContentNotFound, DigestMismatch):
                 continue
-            self.local.put(data)
+            # A large payload's root block (read by its raw CID on the way to the whole file,
+            # see get_by_digest) is not a payload of its own: the file it roots is pinned when
+            # it is read under its dag-pb CID.
+            if not is_file_root(data):
+                self.local.put(data)
             return data
         raise ContentNotFound(f"no content for {cid} here or at {len(self.peers)} peer(s)")
 

@@ -8,7 +8,9 @@ A *delta* is the client's update: a ``dict`` mapping tensor name to a float32 ar
   ``gaussian_noise``);
 * ``omniscient`` attacks craft an update from the honest updates the attacker can see
   (colluding clients): ``alie`` (Baruch et al., 2019, "A Little Is Enough") and
-  ``inner_product_manipulation`` (Xie et al., 2019).
+  ``inner_product_manipulation`` (Xie et al., 2019). In both papers the ``m`` colluders
+  compute *one* vector from the honest updates only and all send it:
+  :func:`colluding_update` is that vector (``COLLUSION_MODES``).
 
 Randomised attacks take an explicit seed. Malformed payloads (NaN/Inf, wrong shapes,
 oversized blobs) are produced by the payload layer, not here.
@@ -31,10 +33,12 @@ from protocol.errors import ConfigError
 
 __all__ = [
     "CLIENT_ATTACKS",
+    "COLLUSION_MODES",
     "AttackSpec",
     "alie",
     "alie_z",
     "apply_attack",
+    "colluding_update",
     "gaussian_noise",
     "inner_product_manipulation",
     "label_flip",
@@ -263,4 +267,41 @@ def apply_attack(
     if missing:
         raise ConfigError(f"client attack {name!r} requires {missing}")
     result: Dataset | Delta = spec.fn(value, **params)
+    return result
+
+
+#: How omniscient attackers collude. ``"paper"`` (Baruch et al. 2019, Xie et al. 2019): the
+#: colluders compute one vector from the honest updates only and every one of them sends it.
+#: ``"sequential"``: each attacker crafts its own vector from every update registered before
+#: it, the earlier attackers' crafted vectors included (what fedchain did before issue 10;
+#: with IPM the later attackers then partly undo the earlier ones, see docs/experiments.md).
+COLLUSION_MODES = ("paper", "sequential")
+
+
+def colluding_update(
+    name: str,
+    honest_deltas: Sequence[Mapping[str, npt.ArrayLike]],
+    *,
+    num_colluders: int,
+    num_clients: int,
+    **params: Any,
+) -> Delta:
+    """The one update all ``num_colluders`` colluders send in the papers' collusion model.
+
+    ``honest_deltas`` are the honest updates only (never a colluder's own crafted vector).
+    Attacks whose formula depends on the number of attackers get it by default: ALIE's
+    ``z_max`` uses ``num_byzantine = num_colluders`` and ``num_clients`` (the round's total,
+    colluders included) unless ``params`` fixes ``z`` or those numbers. Raises
+    :class:`ConfigError` for a non-omniscient attack or bad parameters.
+    """
+    spec = CLIENT_ATTACKS.get(name)
+    if spec is None or spec.kind != "omniscient":
+        raise ConfigError(f"client attack {name!r} is not an omniscient (colluding) attack")
+    accepted = inspect.signature(spec.fn).parameters
+    call = dict(params)
+    if "num_byzantine" in accepted and "z" not in call:
+        call.setdefault("num_byzantine", int(num_colluders))
+        call.setdefault("num_clients", int(num_clients))
+    result = apply_attack(name, honest_deltas=honest_deltas, **call)
+    assert isinstance(result, dict)
     return result

@@ -3,8 +3,13 @@
 Each :meth:`ClientNode.step` reads the contract, and if the current round is collecting and
 this client has not registered an update for it yet, it fetches the global state by its
 on-chain digest, trains locally, quantises the delta, publishes the payload to content
-storage and calls ``submitUpdate``. Whether it already submitted is read from the chain,
-so a restarted client never submits twice.
+storage and calls ``submitUpdate``. Whether it already submitted is read from the chain
+(the round's bitmap of submitters), so a restarted client never submits twice.
+
+Instead of sending ``submitUpdate`` itself, a client can hand a relayer its signed update
+record (:meth:`ClientNode.finish_round` with ``relay``): the in-process fleet batches them
+into ``submitUpdates``. The client's own transaction stays possible at any time, so no
+relayer can censor it.
 """
 
 from __future__ import annotations
@@ -17,14 +22,15 @@ import numpy as np
 from eth_account.signers.local import LocalAccount
 from torch import nn
 
-from adapters.contract import Phase, TaskContract
+from adapters.contract import Phase, RoundNotOpen, TaskContract
+from adapters.records import SignedUpdate, sign_update
 from adapters.storage import ContentStore, get_by_digest
 from clients.data import Dataset
 from clients.training import TrainConfig, TrainResult, derive_seed, train_local
 from privacy.local import noise_generator, privatize
 from privacy.spec import PrivacySpec
 from protocol.cid import content_digest
-from protocol.errors import ContractRevert
+from protocol.errors import ConfigError, ContractRevert
 from protocol.fixedpoint import dequantise, quantise
 from protocol.manifest import TaskManifest
 from protocol.metrics import PhaseClock
@@ -37,6 +43,8 @@ PayloadHook = Callable[[int, np.ndarray], bytes]
 #: A publish hook stores the payload somewhere else than this client's own node (e.g. only at
 #: some aggregators, or nowhere): availability attacks.
 PublishHook = Callable[[int, bytes], object]
+#: Where a client hands its signed update record instead of sending ``submitUpdate``.
+RelayHook = Callable[[SignedUpdate], None]
 
 
 @dataclass
@@ -85,6 +93,7 @@ class ClientNode:
         self.ready = ready
         self.publish = publish
         self._submitted: set[int] = set()
+        self._client_index: int | None = None
         #: the task's privacy settings, read from its manifest (bound on-chain)
         self.privacy = PrivacySpec.from_manifest(manifest.privacy)
         self._accountant = self.privacy.accountant() if self.privacy.enabled else None
@@ -113,13 +122,41 @@ class ClientNode:
         return bytes(self.account.key)
 
     def already_submitted(self, round_: int) -> bool:
-        """True if the chain holds an update of ours for ``round_`` (restart-safe)."""
+        """True if the chain holds an update of ours for ``round_`` (restart-safe), or the
+        round is no longer the current one."""
         if round_ in self._submitted:
             return True
-        if any(u.client == self.address for u in self.task.updates(round_)):
+        try:
+            submitted = self.task.has_submitted(round_, self.address)
+        except RoundNotOpen:
+            submitted = True  # the round moved on: nothing left to do for it
+        if submitted:
             self._submitted.add(round_)
-            return True
-        return False
+        return submitted
+
+    def use_client_index(self, index: int) -> None:
+        """Record this client's registration index, read by whoever drives many clients."""
+        self._client_index = index
+
+    def client_index(self) -> int:
+        """This client's registration index on the task (read once)."""
+        if self._client_index is None:
+            index = self.task.client_index(self.address)
+            if index is None:
+                raise ConfigError(f"client {self.name} ({self.address}) is not registered")
+            self._client_index = index
+        return self._client_index
+
+    def signed_update(self, round_: int, digest: bytes, num_samples: int) -> SignedUpdate:
+        """This client's signed update record for ``round_`` (what a relayer submits)."""
+        return sign_update(
+            self.account,
+            self.task.domain_separator,
+            self.client_index(),
+            round_,
+            digest,
+            num_samples,
+        )
 
     def step(self) -> list[ClientEvent]:
         """Do whatever the chain state asks of this client now; return what was done.
@@ -169,14 +206,21 @@ class ClientNode:
         )
 
     def finish_round(
-        self, round_: int, global_params: Mapping[str, np.ndarray], result: TrainResult
+        self,
+        round_: int,
+        global_params: Mapping[str, np.ndarray],
+        result: TrainResult,
+        *,
+        relay: RelayHook | None = None,
     ) -> ClientEvent:
         """Publish and register the update of a finished training for ``round_``.
 
         ``result`` must be ``train_local(model, global_params, self.data,
         self.round_config(round_))``, computed here or by any engine: the delta, this
         client's hooks, quantisation, encoding, upload and ``submitUpdate`` all happen here,
-        so the bytes are the same wherever the training ran.
+        so the bytes are the same wherever the training ran. With ``relay``, the signed
+        update record goes there instead of a ``submitUpdate`` transaction (action
+        ``signedUpdate``; the relayer reports whether it was registered).
         """
         layout, fmt = self.manifest.layout, self.manifest.numeric
         delta = layout.flatten(result.params).astype(np.float64) - layout.flatten(
@@ -199,14 +243,19 @@ class ClientNode:
             else:
                 self.store.put(payload)
         digest = content_digest(payload)
+        detail = {
+            "digest": digest.hex(),
+            "num_samples": result.num_samples,
+            "loss": result.mean_loss,
+        }
+        if relay is not None:
+            with self.clock.phase(round_, "register"):
+                relay(self.signed_update(round_, digest, result.num_samples))
+            return ClientEvent(round_, "signedUpdate", detail)
         with self.clock.phase(round_, "register"):
             self.task.submit_update(self.account, round_, digest, result.num_samples)
         self._submitted.add(round_)
-        return ClientEvent(
-            round_,
-            "submitUpdate",
-            {"digest": digest.hex(), "num_samples": result.num_samples, "loss": result.mean_loss},
-        )
+        return ClientEvent(round_, "submitUpdate", detail)
 
     def mark_submitted(self, round_: int) -> None:
         """Record that the chain already holds this client's update for ``round_``."""

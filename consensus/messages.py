@@ -36,6 +36,7 @@ from eth_account.signers.local import LocalAccount
 from eth_utils.address import is_address, to_checksum_address
 from eth_utils.crypto import keccak
 
+from protocol.eip712 import domain_separator
 from protocol.errors import ConsensusError
 
 __all__ = [
@@ -212,13 +213,7 @@ class Domain:
         object.__setattr__(
             self, "verifying_contract", _checksum(self.verifying_contract, "verifyingContract")
         )
-        sep = keccak(
-            TYPE_HASHES["EIP712Domain"]
-            + keccak(text=self.name)
-            + keccak(text=self.version)
-            + _enc_uint(self.chain_id)
-            + _enc_field("address", self.verifying_contract)
-        )
+        sep = domain_separator(self.chain_id, self.verifying_contract, self.name, self.version)
         object.__setattr__(self, "separator", sep)
 
     def typed_data_domain(self) -> dict[str, Any]:

@@ -8,6 +8,8 @@ import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {Quorums} from "./lib/Quorums.sol";
 import {Rotation} from "./lib/Rotation.sol";
 import {Availability} from "./lib/Availability.sol";
+import {ClientRecords} from "./lib/ClientRecords.sol";
+import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 
 /// @title FedChainTask
 /// @notice One deployment is one federated-learning task: a committee of staked aggregators
@@ -34,6 +36,12 @@ import {Availability} from "./lib/Availability.sol";
 ///         member that signed two conflicting PBFT messages. Money only ever leaves through
 ///         `withdraw` (pull payments); every other function moves value between stakes, the
 ///         held bonds and `credits`.
+///         Updates: a client registers its update itself (`submitUpdate`) or signs an EIP-712
+///         `Update` record that anyone relays in a batch (`submitUpdates`). No update is kept
+///         in storage: each round keeps a hash-chain accumulator over its ordered update list
+///         and a round-tagged bitmap of the clients that submitted; the list itself is in the
+///         `UpdatesRegistered` events, and nodes check what they rebuild from them against the
+///         accumulator (`updateAccumulator`).
 contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     // ------------------------------------------------------------------------------------
     // Types
@@ -74,35 +82,30 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         Finalized
     }
 
-    /// @notice One registered client update (payload lives off-chain, addressed by digest).
-    struct Update {
-        address client;
-        uint64 numSamples;
-        bytes32 digest;
-    }
-
     /// @dev Storage layout of a round (5 slots). `status` only ever holds Pending (open,
     ///      lazily Collecting/Attesting/Aggregating), Submitted, Disputed or Finalized.
-    ///      `challenger` and `challengeBlock` are non-zero only while the round is Disputed.
+    ///      Block numbers are 40 bits (checked on write). `aggregatorIndex` is meaningful while
+    ///      status != Pending, `challenger` and `challengeBlock` while the round is Disputed.
     struct RoundState {
-        // slot 0
-        uint64 openBlock;
-        uint64 closeBlock; // 0 until minUpdates is reached, then the block collection closes
+        // slot 0: written when the round opens, closes, is attested by n - f, submitted, ...
+        uint40 openBlock;
+        uint40 closeBlock; // 0 until minUpdates is reached, then the block collection closes
         // start block of the current attempt; for attempt 0 only once n - f members attested
         // (then attempt 0 starts at that block; otherwise at closeBlock + attestWindow)
-        uint64 attemptStart;
-        uint32 attempt;
-        uint32 updateCount;
-        // slot 1
-        address aggregator; // submitter of the current attempt's aggregate
-        uint64 submitBlock;
+        uint40 attemptStart;
+        uint40 submitBlock;
+        uint40 challengeBlock;
+        uint24 attempt;
         Phase status;
+        uint8 aggregatorIndex; // committee index of the current attempt's submitter
+        uint16 attestCount; // members that attested (at most 256)
+        // slot 1: the round's update list, as a hash chain and a count
+        uint224 updateAccumulator;
+        uint32 updateCount;
         // slot 2
         bytes32 aggregateDigest;
         // slot 3
         address challenger; // bonded challenger of the open dispute
-        uint64 challengeBlock;
-        uint16 attestCount; // members that attested (at most 256)
         // slot 4
         uint256 attestMask; // bit i: committee member i attested
     }
@@ -132,8 +135,9 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         bool availabilityFixed; // the included set can no longer change
     }
 
+    /// @dev One slot, so the rotation walk reads one slot per candidate.
     struct AggregatorState {
-        uint256 stake;
+        uint128 stake;
         uint64 activeFrom; // eligible only for attempts starting strictly after this block
         uint32 index;
         bool registered;
@@ -142,7 +146,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
 
     struct ClientState {
         bool registered;
-        uint64 lastRound; // last round this client submitted an update in (0 = none)
+        uint32 index; // registration order; bit `index` of the round's update bitmap
     }
 
     // ------------------------------------------------------------------------------------
@@ -172,6 +176,15 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     error CollectionClosed(uint256 round, uint256 closeBlock);
     error CollectionNotClosed(uint256 round, uint256 updateCount, uint256 closeBlock);
     error UpdateAlreadySubmitted(uint256 round, address client);
+    // signed client records (batches)
+    /// @notice A `submitUpdates` batch of `length` bytes is empty or not a whole number of
+    ///         records.
+    error BadBatch(uint256 length);
+    /// @notice Record `record` of a batch names a client index nobody registered.
+    error UnknownClient(uint256 record, uint256 clientIndex);
+    /// @notice Record `record` was not signed by the client it names (another key, or a record
+    ///         for another round, task or chain, which recovers to an unrelated address).
+    error WrongSigner(uint256 record, uint256 clientIndex, address signer);
     error NotChosenAggregator(address caller, address chosen);
     error SubmitDeadlinePassed(uint256 round, uint256 attempt, uint256 deadlineBlock);
     error DeadlineNotPassed(uint256 round, uint256 attempt, uint256 deadlineBlock);
@@ -213,12 +226,14 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     // ------------------------------------------------------------------------------------
 
     event AggregatorRegistered(address indexed aggregator, uint256 index, uint256 stake);
-    event ClientRegistered(address indexed client);
+    event ClientRegistered(address indexed client, uint256 index);
     event TaskStarted(uint256 committeeSize, uint256 startBlock);
     event RoundOpened(uint256 indexed round, uint256 openBlock);
-    event UpdateSubmitted(
-        uint256 indexed round, uint256 index, address indexed client, bytes32 digest, uint64 numSamples
-    );
+    /// @notice Updates `firstIndex`, `firstIndex + 1`, ... of `round` were registered (one
+    ///         `submitUpdate`, or the accepted records of one `submitUpdates` batch, in order).
+    ///         `entries` packs 60 bytes per update: client (20) || digest (32) || numSamples (8,
+    ///         big-endian); `accumulator` is the round's accumulator after the last of them.
+    event UpdatesRegistered(uint256 indexed round, uint256 firstIndex, uint256 accumulator, bytes entries);
     event AggregateSubmitted(
         uint256 indexed round,
         uint256 attempt,
@@ -302,13 +317,33 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         bytes signature;
     }
 
+    /// @dev The task parameters as given, for `config()` only: the protocol reads the same
+    ///      values from the immutables below (code constants, no storage reads).
     TaskConfig private _config;
+    bytes32 private immutable _initialModelDigest;
+    bytes32 private immutable _ruleId;
+    bytes32 private immutable _ruleParamsHash;
+    bytes32 private immutable _rotationSeed;
+    uint32 private immutable _numRounds;
+    uint32 private immutable _minUpdates;
+    uint32 private immutable _maxUpdates;
+    uint32 private immutable _collectWindow;
+    uint32 private immutable _submitTimeout;
+    uint32 private immutable _challengeWindow;
+    uint32 private immutable _attestWindow;
+    uint32 private immutable _disputeTimeout;
+    uint8 private immutable _rotationPolicy;
+    uint256 private immutable _aggregatorStake;
+    uint256 private immutable _aggregateBond;
+    uint256 private immutable _challengeBond;
+    uint256 private immutable _timeoutPenalty;
 
+    // One slot: what every round transaction reads first.
     uint64 private _currentRound; // 0 before start; stays at numRounds after completion
     bool private _started;
     bool private _completed;
-
-    bytes32 private _globalModelDigest;
+    uint16 private _committeeSize; // frozen at start
+    uint32 private _clientCount;
 
     address[] private _aggregators;
     // Slither's uninitialized-state does not follow writes through storage references
@@ -318,18 +353,24 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     mapping(address account => AggregatorState) private _aggregatorState;
     // slither-disable-next-line uninitialized-state
     mapping(address account => ClientState) private _clients;
+    /// @dev Low 128 bits of each client's address by index, two per slot (`ClientRecords.
+    ///      clientKey`): a batch of consecutive clients reads one slot per two records.
+    mapping(uint256 pair => uint256) private _clientKeys;
+    /// @dev Which clients registered an update: word w holds clients 224 * w ... 224 * w + 223
+    ///      for the round in its tag (ClientRecords), so the words are reused round after round.
+    mapping(uint256 word => uint256) private _updateWords;
 
     mapping(uint256 round => RoundState) private _rounds;
-    mapping(uint256 round => mapping(uint256 index => Update)) private _updates;
     /// @dev Attestation bitmaps: round -> committee index -> word -> bits (bit i of word w is
     ///      update 256 * w + i of the round's registration order).
     // slither-disable-next-line uninitialized-state
     mapping(uint256 round => mapping(uint256 member => mapping(uint256 word => uint256))) private _attestations;
 
-    /// @notice Wei each account can pull with `withdraw` (returned bonds, released stakes,
-    ///         challenge rewards; timeout penalties, slash shares and forfeited challenge bonds
-    ///         owed to the owner's treasury).
-    mapping(address account => uint256) public credits;
+    /// @dev Wei each account can pull with `withdraw` (see `credits`), stored plus one once
+    ///      the account is known (the owner at deployment, an aggregator at registration,
+    ///      anyone at its first credit), so that crediting a round's bond rewrites a slot
+    ///      instead of creating one.
+    mapping(address account => uint256) private _creditsPlusOne;
 
     // ------------------------------------------------------------------------------------
     // Construction and registration
@@ -354,7 +395,24 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         // INVARIANT: the global model always has a content digest.
         if (cfg.initialModelDigest == bytes32(0)) revert ZeroDigest();
         _config = cfg;
-        _globalModelDigest = cfg.initialModelDigest;
+        _initialModelDigest = cfg.initialModelDigest;
+        _creditsPlusOne[msg.sender] = 1;
+        _ruleId = cfg.ruleId;
+        _ruleParamsHash = cfg.ruleParamsHash;
+        _rotationSeed = cfg.rotationSeed;
+        _numRounds = cfg.numRounds;
+        _minUpdates = cfg.minUpdates;
+        _maxUpdates = cfg.maxUpdates;
+        _collectWindow = cfg.collectWindow;
+        _submitTimeout = cfg.submitTimeout;
+        _challengeWindow = cfg.challengeWindow;
+        _attestWindow = cfg.attestWindow;
+        _disputeTimeout = cfg.disputeTimeout;
+        _rotationPolicy = cfg.rotationPolicy;
+        _aggregatorStake = cfg.aggregatorStake;
+        _aggregateBond = cfg.aggregateBond;
+        _challengeBond = cfg.challengeBond;
+        _timeoutPenalty = cfg.timeoutPenalty;
     }
 
     /// @notice Joins the aggregator committee by depositing exactly `aggregatorStake`.
@@ -366,25 +424,35 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         // INVARIANT: one committee seat per address.
         if (info.registered) revert AggregatorAlreadyRegistered(msg.sender);
         // INVARIANT: every seat is backed by exactly the configured stake.
-        if (msg.value != _config.aggregatorStake) revert WrongValue(_config.aggregatorStake, msg.value);
+        if (msg.value != _aggregatorStake) revert WrongValue(_aggregatorStake, msg.value);
         uint256 index = _aggregators.length;
         // INVARIANT: the committee size is bounded.
         if (index >= MAX_AGGREGATORS) revert TooManyAggregators(MAX_AGGREGATORS);
 
         info.registered = true;
         info.index = uint32(index);
-        info.stake = msg.value;
+        info.stake = SafeCast.toUint128(msg.value);
         _aggregators.push(msg.sender);
+        if (_creditsPlusOne[msg.sender] == 0) _creditsPlusOne[msg.sender] = 1;
         emit AggregatorRegistered(msg.sender, index, msg.value);
     }
 
-    /// @notice Registers the caller as a client; allowed at any time, once per address.
+    /// @notice Registers the caller as a client; allowed at any time, once per address. Its
+    ///         index (registration order) is what its signed records name (`SignedUpdate`).
     function registerClient() external {
         ClientState storage c = _clients[msg.sender];
         // INVARIANT: one registration per address.
         if (c.registered) revert ClientAlreadyRegistered(msg.sender);
+        uint256 index = _clientCount;
         c.registered = true;
-        emit ClientRegistered(msg.sender);
+        c.index = SafeCast.toUint32(index);
+        _clientCount = SafeCast.toUint32(index + 1);
+        _clientKeys[index / 2] |= ClientRecords.clientKey(msg.sender) << (128 * (index % 2));
+        // The first client of a bitmap word creates it (tagged "no round"), so registering an
+        // update later rewrites a slot instead of creating one.
+        uint256 word = index / ClientRecords.CLIENTS_PER_WORD;
+        if (_updateWords[word] == 0) _updateWords[word] = ClientRecords.tagged(0, ClientRecords.NO_ROUND);
+        emit ClientRegistered(msg.sender, index);
     }
 
     /// @notice Freezes the committee and opens round 1 at the current block.
@@ -395,7 +463,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         if (_aggregators.length == 0) revert NoAggregators();
         _started = true;
         _currentRound = 1;
-        _rounds[1].openBlock = uint64(block.number);
+        _committeeSize = uint16(_aggregators.length);
+        _rounds[1].openBlock = _blockNow();
         emit TaskStarted(_aggregators.length, block.number);
         emit RoundOpened(1, block.number);
     }
@@ -405,7 +474,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     // ------------------------------------------------------------------------------------
 
     /// @notice Registers the caller's update for `round`. The payload is stored off-chain
-    ///         under `digest`; its index is its position in registration order.
+    ///         under `digest`; its index is its position in registration order. A client can
+    ///         always register alone this way, whatever relayers do.
     /// @dev Collection closes when maxUpdates is reached, or once minUpdates is reached and
     ///      block.number >= max(openBlock + collectWindow, block of the minUpdates-th update).
     /// @param round Must be the current round.
@@ -413,31 +483,176 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     /// @param numSamples Local training-set size used for weighting (non-zero).
     function submitUpdate(uint256 round, bytes32 digest, uint64 numSamples) external {
         RoundState storage rs = _currentRoundState(round);
-        ClientState storage c = _clients[msg.sender];
+        ClientState memory c = _clients[msg.sender];
         // INVARIANT: only registered clients contribute updates.
         if (!c.registered) revert NotClient(msg.sender);
+        Intake memory t = _openIntake(round, rs, 1);
+        _checkUpdate(digest, numSamples);
+        // INVARIANT: at most one update per client per round.
+        if (!_admitUpdate(t, c.index, msg.sender, digest, numSamples)) {
+            revert UpdateAlreadySubmitted(round, msg.sender);
+        }
+        _closeIntake(t, rs);
+    }
+
+    /// @notice Registers a batch of clients' signed update records for `round`, in order.
+    ///         Anyone may relay records (the round's aggregator, a relayer, a client). Each
+    ///         record must carry a valid EIP-712 signature (`updateRecordDigest`) of a
+    ///         registered client; a bad record reverts the whole batch. A record of a client
+    ///         that already has an update this round (sent alone, in an earlier batch, or
+    ///         earlier in this one) is skipped, as are the records left once collection
+    ///         closes (maxUpdates reached mid-batch): a relayer racing a client that submits
+    ///         alone never loses its batch. `UpdatesRegistered` lists what was accepted.
+    /// @param round Must be the current round, collecting.
+    /// @param records Packed records (`ClientRecords.UPDATE_RECORD_BYTES` each): client index
+    ///        (4 bytes) || numSamples (8) || digest || r || vs, (r, vs) the client's EIP-2098
+    ///        signature.
+    function submitUpdates(uint256 round, bytes calldata records) external {
+        RoundState storage rs = _currentRoundState(round);
+        uint256 n = records.length / ClientRecords.UPDATE_RECORD_BYTES;
+        // INVARIANT: a batch is a positive whole number of records.
+        if (n == 0 || records.length % ClientRecords.UPDATE_RECORD_BYTES != 0) revert BadBatch(records.length);
+        Intake memory t = _openIntake(round, rs, n);
+        bytes32 separator = _domainSeparatorV4();
+        uint256 clients = _clientCount;
+        for (uint256 i = 0; i < n && t.closed == 0; ++i) {
+            (uint256 index, uint64 numSamples, bytes32 digest, bytes32 r, bytes32 vs) =
+                ClientRecords.updateRecordAt(records, i);
+            _checkUpdate(digest, numSamples);
+            bytes32 structHash = ClientRecords.updateStructHash(round, digest, numSamples);
+            address client = _recordClient(i, clients, index, separator, structHash, r, vs);
+            _admitUpdate(t, index, client, digest, numSamples);
+        }
+        _closeIntake(t, rs);
+    }
+
+    /// @notice EIP-712 digest a client signs for its update record of `round` under this
+    ///         task's domain; equals adapters.records.update_record_digest.
+    function updateRecordDigest(uint256 round, bytes32 digest, uint64 numSamples) external view returns (bytes32) {
+        return _hashTypedDataV4(ClientRecords.updateStructHash(round, digest, numSamples));
+    }
+
+    /// @dev Bookkeeping of one registration transaction (one update or a batch), in memory so
+    ///      that each slot it touches is read and written once.
+    ///      Full-word fields: no masking on every access.
+    struct Intake {
+        uint256 round;
+        uint256 openBlock;
+        uint256 closeBlock;
+        uint256 closed; // 1 once collection closed
+        uint256 wordDirty; // 1 if `word` has bits not written back yet
+        uint256 acc;
+        uint256 count;
+        uint256 firstIndex;
+        uint256 wordIndex; // bitmap word held in `word` (type(uint256).max: none yet)
+        uint256 word; // its client bits for `round`
+        uint256 entryOffset; // where the next accepted update goes in `entries`
+        bytes entries; // the accepted updates, packed as in UpdatesRegistered
+    }
+
+    /// @dev Starts registering up to `capacity` updates of the current `round`.
+    function _openIntake(uint256 round, RoundState storage rs, uint256 capacity) private view returns (Intake memory t) {
         // INVARIANT: updates are accepted only while collection is open.
         if (_collectionClosed(rs)) revert CollectionClosed(round, rs.closeBlock);
-        // INVARIANT: at most one update per client per round.
-        if (c.lastRound == round) revert UpdateAlreadySubmitted(round, msg.sender);
+        t.round = round;
+        t.openBlock = rs.openBlock;
+        t.closeBlock = rs.closeBlock;
+        t.acc = rs.updateAccumulator;
+        t.count = rs.updateCount;
+        t.firstIndex = t.count;
+        t.wordIndex = type(uint256).max;
+        // 32 bytes of slack: writeUpdateEntry writes whole words
+        t.entries = new bytes(capacity * ClientRecords.UPDATE_ENTRY_BYTES + 32);
+    }
+
+    /// @dev Reverts unless an update record's fields are acceptable.
+    function _checkUpdate(bytes32 digest, uint64 numSamples) private pure {
         // INVARIANT: an update carries weight.
         if (numSamples == 0) revert ZeroSamples();
         // INVARIANT: an update is content-addressed.
         if (digest == bytes32(0)) revert ZeroDigest();
+    }
 
-        uint32 index = rs.updateCount;
-        uint32 count = index + 1;
-        _updates[round][index] = Update({client: msg.sender, numSamples: numSamples, digest: digest});
-        rs.updateCount = count;
-        c.lastRound = uint64(round);
-        if (count == _config.minUpdates) {
-            uint256 windowEnd = uint256(rs.openBlock) + _config.collectWindow;
-            rs.closeBlock = uint64(windowEnd > block.number ? windowEnd : block.number);
+    /// @dev Appends the update of client `index` unless that client already has one this round
+    ///      (returns false). Collection must be open (`t.closed` false).
+    function _admitUpdate(Intake memory t, uint256 index, address client, bytes32 digest, uint64 numSamples)
+        private
+        returns (bool)
+    {
+        uint256 w = index / ClientRecords.CLIENTS_PER_WORD;
+        if (w != t.wordIndex) {
+            _flushWord(t);
+            t.wordIndex = w;
+            t.word = ClientRecords.bitsFor(_updateWords[w], t.round);
         }
-        if (count == _config.maxUpdates) {
-            rs.closeBlock = uint64(block.number);
+        uint256 bit = uint256(1) << (index % ClientRecords.CLIENTS_PER_WORD);
+        uint256 word = t.word;
+        // INVARIANT: at most one update per client per round (the caller decides whether a
+        // second one is refused or skipped).
+        if (word & bit != 0) return false;
+        t.word = word | bit;
+        t.wordDirty = 1;
+        uint256 offset = t.entryOffset;
+        ClientRecords.writeUpdateEntry(t.entries, offset, client, digest, numSamples);
+        t.entryOffset = offset + ClientRecords.UPDATE_ENTRY_BYTES;
+        t.acc = ClientRecords.extendUpdates(uint224(t.acc), client, digest, numSamples);
+        uint256 count = t.count + 1;
+        t.count = count;
+        if (count == _minUpdates || count == _maxUpdates) {
+            uint256 windowEnd = t.openBlock + _collectWindow;
+            t.closeBlock = count == _maxUpdates || windowEnd <= block.number ? block.number : windowEnd;
+            if (block.number >= t.closeBlock) t.closed = 1;
         }
-        emit UpdateSubmitted(round, index, msg.sender, digest, numSamples);
+        return true;
+    }
+
+    function _flushWord(Intake memory t) private {
+        if (t.wordDirty != 0) {
+            _updateWords[t.wordIndex] = ClientRecords.tagged(t.word, t.round);
+            t.wordDirty = 0;
+        }
+    }
+
+    /// @dev Writes what `t` accepted (bitmap word, accumulator and count, close block) and
+    ///      emits it; a transaction that accepted nothing changes nothing.
+    function _closeIntake(Intake memory t, RoundState storage rs) private {
+        _flushWord(t);
+        uint256 accepted = t.count - t.firstIndex;
+        if (accepted == 0) return;
+        rs.updateAccumulator = uint224(t.acc);
+        rs.updateCount = SafeCast.toUint32(t.count);
+        if (t.closeBlock != rs.closeBlock) rs.closeBlock = SafeCast.toUint40(t.closeBlock);
+        bytes memory entries = t.entries;
+        uint256 length = accepted * ClientRecords.UPDATE_ENTRY_BYTES;
+        assembly ("memory-safe") {
+            mstore(entries, length) // shrink to the accepted entries
+        }
+        emit UpdatesRegistered(t.round, t.firstIndex, t.acc, entries);
+    }
+
+    /// @dev The client with index `index` (of `clients` registered), if it signed record `i`
+    ///      (`structHash` under the domain `separator`); reverts otherwise. Shared by every
+    ///      kind of signed client record.
+    function _recordClient(
+        uint256 i,
+        uint256 clients,
+        uint256 index,
+        bytes32 separator,
+        bytes32 structHash,
+        bytes32 r,
+        bytes32 vs
+    ) private view returns (address signer) {
+        // INVARIANT: a record names a registered client.
+        if (index >= clients) revert UnknownClient(i, index);
+        bool malleable;
+        (signer, malleable) = ClientRecords.recoverCompact(ClientRecords.typedDataDigest(separator, structHash), r, vs);
+        // INVARIANT: only well-formed, non-malleable signatures count.
+        if (malleable) revert InvalidSignature(i, uint8(ECDSA.RecoverError.InvalidSignatureS));
+        if (signer == address(0)) revert InvalidSignature(i, uint8(ECDSA.RecoverError.InvalidSignature));
+        uint256 key = (_clientKeys[index / 2] >> (128 * (index % 2))) & type(uint128).max;
+        // INVARIANT: a record counts only if the client it names signed it, for this round,
+        // task and chain (anything else recovers an unrelated address).
+        if (key != ClientRecords.clientKey(signer)) revert WrongSigner(i, index, signer);
     }
 
     /// @notice Attests that the caller fetched and pinned the updates of `round` whose bits are
@@ -452,7 +667,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         RoundState storage rs = _currentRoundState(round);
         // INVARIANT: the set of updates to attest is final only once collection has closed.
         if (!_collectionClosed(rs)) revert CollectionNotClosed(round, rs.updateCount, rs.closeBlock);
-        uint256 attestEnd = uint256(rs.closeBlock) + _config.attestWindow;
+        uint256 attestEnd = uint256(rs.closeBlock) + _attestWindow;
         // INVARIANT: the included set never changes once fixed (n - f attestations, or the
         // attestation window has passed).
         if (_availabilityFixed(rs)) revert AttestationClosed(round, rs.attestCount, attestEnd);
@@ -479,7 +694,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         uint16 attested = rs.attestCount + 1;
         rs.attestCount = attested;
         // n - f attestations fix the included set now: attempt 0 starts at this block.
-        if (attested == Quorums.commitQuorum(_aggregators.length)) rs.attemptStart = uint64(block.number);
+        if (attested == Quorums.commitQuorum(_committeeSize)) rs.attemptStart = _blockNow();
         emit UpdatesAttested(round, msg.sender, attested);
     }
 
@@ -493,21 +708,21 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         _requireAggregating(round, rs);
         // INVARIANT: one aggregate per attempt.
         if (rs.status != Phase.Pending) revert AggregateAlreadySubmitted(round, rs.attempt);
-        (address chosen, uint256 deadline) = _chosen(round, rs);
+        (address chosen, uint256 chosenIndex, uint256 deadline) = _chosen(round, rs);
         // INVARIANT: only the aggregator the contract chose for this attempt may submit.
         if (msg.sender != chosen) revert NotChosenAggregator(msg.sender, chosen);
         // INVARIANT: the chosen aggregator's slot ends at its deadline (inclusive).
         if (block.number > deadline) revert SubmitDeadlinePassed(round, rs.attempt, deadline);
         // INVARIANT: every aggregate is backed by exactly the configured bond.
-        if (msg.value != _config.aggregateBond) revert WrongValue(_config.aggregateBond, msg.value);
+        if (msg.value != _aggregateBond) revert WrongValue(_aggregateBond, msg.value);
         // INVARIANT: the aggregate is content-addressed.
         if (digest == bytes32(0)) revert ZeroDigest();
 
         rs.status = Phase.Submitted;
-        rs.aggregator = msg.sender;
-        rs.submitBlock = uint64(block.number);
+        rs.aggregatorIndex = uint8(chosenIndex);
+        rs.submitBlock = _blockNow();
         rs.aggregateDigest = digest;
-        emit AggregateSubmitted(round, rs.attempt, msg.sender, digest, block.number + _config.challengeWindow);
+        emit AggregateSubmitted(round, rs.attempt, msg.sender, digest, block.number + _challengeWindow);
     }
 
     /// @notice Moves `round` to its next attempt after the chosen aggregator missed its
@@ -521,20 +736,20 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         _requireAggregating(round, rs);
         // INVARIANT: a submitted aggregate is never skipped.
         if (rs.status != Phase.Pending) revert AggregateAlreadySubmitted(round, rs.attempt);
-        (address laggard, uint256 deadline) = _chosen(round, rs);
+        (address laggard,, uint256 deadline) = _chosen(round, rs);
         // INVARIANT: the chosen aggregator keeps its slot until the deadline has passed.
         if (block.number <= deadline) revert DeadlineNotPassed(round, rs.attempt, deadline);
 
         uint256 penalty = 0;
         if (laggard != address(0)) {
             AggregatorState storage info = _aggregatorState[laggard];
-            penalty = _config.timeoutPenalty < info.stake ? _config.timeoutPenalty : info.stake;
-            info.stake -= penalty;
-            credits[owner()] += penalty;
+            penalty = _timeoutPenalty < info.stake ? _timeoutPenalty : info.stake;
+            info.stake -= uint128(penalty); // penalty <= stake < 2**128
+            _credit(owner(), penalty);
         }
-        uint32 newAttempt = rs.attempt + 1;
+        uint24 newAttempt = rs.attempt + 1;
         rs.attempt = newAttempt;
-        rs.attemptStart = uint64(block.number);
+        rs.attemptStart = _blockNow();
         emit AttemptAdvanced(round, newAttempt, laggard, penalty);
     }
 
@@ -550,25 +765,24 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         if (rs.status == Phase.Disputed) revert DisputeOpen(round, rs.challenger);
         // INVARIANT: only a submitted (and undisputed) aggregate can be finalized.
         if (rs.status != Phase.Submitted) revert NoAggregateSubmitted(round);
-        uint256 challengeDeadline = uint256(rs.submitBlock) + _config.challengeWindow;
+        uint256 challengeDeadline = uint256(rs.submitBlock) + _challengeWindow;
         // INVARIANT: challenges are allowed iff block.number <= challengeDeadline, so
         // finalization waits until the window has fully passed.
         if (block.number <= challengeDeadline) revert ChallengeWindowOpen(round, challengeDeadline);
 
         bytes32 digest = rs.aggregateDigest;
-        address aggregator = rs.aggregator;
+        address aggregator = _aggregators[rs.aggregatorIndex];
         rs.status = Phase.Finalized;
-        _globalModelDigest = digest;
-        credits[aggregator] += _config.aggregateBond;
+        _credit(aggregator, _aggregateBond);
         emit RoundFinalized(round, digest, aggregator);
 
-        if (round == _config.numRounds) {
+        if (round == _numRounds) {
             _completed = true;
             emit TaskCompleted(round, digest);
         } else {
             uint256 next = round + 1;
             _currentRound = uint64(next);
-            _rounds[next].openBlock = uint64(block.number);
+            _rounds[next].openBlock = _blockNow();
             emit RoundOpened(next, block.number);
         }
     }
@@ -592,7 +806,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         if (status == Phase.Disputed) revert DisputeOpen(round, rs.challenger);
         // INVARIANT: only a submitted aggregate can be challenged.
         if (status != Phase.Submitted) revert NoAggregateSubmitted(round);
-        uint256 challengeDeadline = uint256(rs.submitBlock) + _config.challengeWindow;
+        uint256 challengeDeadline = uint256(rs.submitBlock) + _challengeWindow;
         // INVARIANT: challenges are allowed iff block.number <= challengeDeadline (finalize
         // needs block.number > challengeDeadline), so the two never overlap.
         if (block.number > challengeDeadline) revert ChallengeWindowClosed(round, challengeDeadline);
@@ -602,13 +816,13 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         // INVARIANT: a slashed member has no say in disputes any more.
         if (info.slashed) revert AggregatorIsSlashed(msg.sender);
         // INVARIANT: nobody disputes its own aggregate.
-        if (msg.sender == rs.aggregator) revert ChallengerIsSubmitter(msg.sender);
+        if (info.index == rs.aggregatorIndex) revert ChallengerIsSubmitter(msg.sender);
         // INVARIANT: every challenge is backed by exactly the configured bond.
-        if (msg.value != _config.challengeBond) revert WrongValue(_config.challengeBond, msg.value);
+        if (msg.value != _challengeBond) revert WrongValue(_challengeBond, msg.value);
 
         rs.status = Phase.Disputed;
         rs.challenger = msg.sender;
-        rs.challengeBlock = uint64(block.number);
+        rs.challengeBlock = _blockNow();
         emit Challenged(round, rs.attempt, msg.sender, rs.aggregateDigest);
     }
 
@@ -643,7 +857,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         if (rs.status != Phase.Disputed) revert NoOpenDispute(round);
         // INVARIANT: a certificate only settles the submission it was made for.
         if (attempt != rs.attempt) revert AttemptMismatch(round, rs.attempt, attempt);
-        uint256 disputeDeadline = uint256(rs.challengeBlock) + _config.disputeTimeout;
+        uint256 disputeDeadline = uint256(rs.challengeBlock) + _disputeTimeout;
         // INVARIANT: resolveDispute is allowed iff block.number <= disputeDeadline and
         // expireDispute iff block.number > disputeDeadline, so the two never overlap.
         if (block.number > disputeDeadline) revert DisputeTimedOut(round, disputeDeadline);
@@ -670,19 +884,19 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         RoundState storage rs = _currentRoundState(round);
         // INVARIANT: only an open dispute can expire.
         if (rs.status != Phase.Disputed) revert NoOpenDispute(round);
-        uint256 disputeDeadline = uint256(rs.challengeBlock) + _config.disputeTimeout;
+        uint256 disputeDeadline = uint256(rs.challengeBlock) + _disputeTimeout;
         // INVARIANT: expiry needs block.number > disputeDeadline (see resolveDispute).
         if (block.number <= disputeDeadline) revert DisputeNotTimedOut(round, disputeDeadline);
 
-        address submitter = rs.aggregator;
+        address submitter = _aggregators[rs.aggregatorIndex];
         address challenger = rs.challenger;
         uint32 attempt = rs.attempt;
-        uint256 treasuryAmount = _config.aggregateBond + _config.challengeBond;
+        uint256 treasuryAmount = _aggregateBond + _challengeBond;
         rs.challenger = address(0);
         rs.challengeBlock = 0;
         // INVARIANT: an aggregate whose dispute expired is never finalized.
         _reopen(rs);
-        credits[owner()] += treasuryAmount;
+        _credit(owner(), treasuryAmount);
         emit DisputeExpired(round, attempt, submitter, challenger, treasuryAmount);
     }
 
@@ -722,8 +936,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         uint256 reward = amount / 2;
         info.stake = 0;
         info.slashed = true;
-        credits[msg.sender] += reward;
-        credits[owner()] += amount - reward;
+        _credit(msg.sender, reward);
+        _credit(owner(), amount - reward);
         emit Slashed(signer, amount);
         emit EquivocationSlashed(signer, kind, viewNumber, msg.sender, reward, amount - reward);
     }
@@ -765,10 +979,10 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
 
     /// @dev Faulty verdict: slash the submitter, split the slashed amount, re-open the round.
     function _rejectAggregate(uint256 round, RoundState storage rs, address challenger, uint256 viewNumber) private {
-        address submitter = rs.aggregator;
+        address submitter = _aggregators[rs.aggregatorIndex];
         uint32 attempt = rs.attempt;
         AggregatorState storage sub = _aggregatorState[submitter];
-        uint256 slashedAmount = sub.stake + _config.aggregateBond;
+        uint256 slashedAmount = sub.stake + _aggregateBond;
         // INVARIANT: the challenger gets at most half of what is slashed, so challenging one's
         // own aggregate through a second identity loses the other half.
         uint256 reward = slashedAmount / 2;
@@ -778,17 +992,17 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         // INVARIANT: a rejected aggregate never counts; the next attempt starts now and the
         // rotation skips the slashed submitter.
         _reopen(rs);
-        credits[challenger] += _config.challengeBond + reward;
-        credits[owner()] += treasuryAmount;
+        _credit(challenger, _challengeBond + reward);
+        _credit(owner(), treasuryAmount);
         emit Slashed(submitter, slashedAmount);
         emit DisputeResolved(round, attempt, true, viewNumber, challenger, slashedAmount, reward, treasuryAmount);
     }
 
     /// @dev Not-faulty verdict: the challenge bond goes to the treasury, the aggregate stands.
     function _upholdAggregate(uint256 round, RoundState storage rs, address challenger, uint256 viewNumber) private {
-        uint256 bond = _config.challengeBond;
+        uint256 bond = _challengeBond;
         rs.status = Phase.Submitted;
-        credits[owner()] += bond;
+        _credit(owner(), bond);
         emit DisputeResolved(round, rs.attempt, false, viewNumber, challenger, 0, 0, bond);
     }
 
@@ -830,10 +1044,10 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         if (info.slashed) revert AggregatorIsSlashed(msg.sender);
         // INVARIANT: a top-up adds value.
         if (msg.value == 0) revert ZeroValue();
-        uint256 threshold = _config.aggregatorStake;
+        uint256 threshold = _aggregatorStake;
         bool wasActive = info.stake >= threshold;
         uint256 newStake = info.stake + msg.value;
-        info.stake = newStake;
+        info.stake = SafeCast.toUint128(newStake);
         bool active = newStake >= threshold;
         if (active && !wasActive) info.activeFrom = uint64(block.number);
         emit StakeToppedUp(msg.sender, msg.value, newStake, active);
@@ -849,20 +1063,37 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         // INVARIANT: nothing to release means nothing happens.
         if (amount == 0) revert NothingToWithdraw(msg.sender);
         info.stake = 0;
-        credits[msg.sender] += amount;
+        _credit(msg.sender, amount);
         emit StakeReleased(msg.sender, amount);
     }
 
     /// @notice Pays the caller all of its credits.
     function withdraw() external nonReentrant {
-        uint256 amount = credits[msg.sender];
+        uint256 amount = _creditsOf(msg.sender);
         // INVARIANT: a withdrawal moves a positive amount.
         if (amount == 0) revert NothingToWithdraw(msg.sender);
-        credits[msg.sender] = 0;
+        _creditsPlusOne[msg.sender] = 1;
         emit Withdrawal(msg.sender, amount);
         (bool ok,) = payable(msg.sender).call{value: amount}("");
         // INVARIANT: a failed transfer leaves the credits in place (the whole call reverts).
         if (!ok) revert TransferFailed(msg.sender, amount);
+    }
+
+    /// @notice Wei `account` can pull with `withdraw` (returned bonds, released stakes,
+    ///         challenge rewards; timeout penalties, slash shares and forfeited challenge bonds
+    ///         owed to the owner's treasury).
+    function credits(address account) external view returns (uint256) {
+        return _creditsOf(account);
+    }
+
+    function _creditsOf(address account) private view returns (uint256) {
+        uint256 stored = _creditsPlusOne[account];
+        return stored == 0 ? 0 : stored - 1;
+    }
+
+    function _credit(address account, uint256 amount) private {
+        uint256 stored = _creditsPlusOne[account];
+        _creditsPlusOne[account] = (stored == 0 ? 1 : stored) + amount;
     }
 
     /// @notice Disabled: penalties are credited to the owner, so the task must keep one.
@@ -883,7 +1114,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         RoundState storage rs = _currentRoundState(round);
         // INVARIANT: no aggregator is chosen before the included set is fixed.
         _requireAggregating(round, rs);
-        (aggregator, deadlineBlock) = _chosen(round, rs);
+        (aggregator,, deadlineBlock) = _chosen(round, rs);
         attempt = rs.attempt;
     }
 
@@ -904,7 +1135,12 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
 
     /// @notice Digest of the latest finalized global model (the initial model before).
     function globalModelDigest() external view returns (bytes32) {
-        return _globalModelDigest;
+        uint256 round = _currentRound;
+        if (round == 0) return _initialModelDigest;
+        // the current round's digest once it is final (the last round, task completed) ...
+        if (_rounds[round].status == Phase.Finalized) return _rounds[round].aggregateDigest;
+        // ... else the previous round's, or the initial model in round 1
+        return round == 1 ? _initialModelDigest : _rounds[round - 1].aggregateDigest;
     }
 
     /// @notice Digest finalized for `round`, or zero if the round is not finalized.
@@ -935,43 +1171,44 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         info.updateCount = rs.updateCount;
         info.attempt = rs.attempt;
         info.attemptStart = fixed_ ? attemptStart : 0;
-        info.deadlineBlock = fixed_ ? attemptStart + uint64(_config.submitTimeout) : 0;
+        info.deadlineBlock = fixed_ ? attemptStart + uint64(_submitTimeout) : 0;
         info.attestCount = rs.attestCount;
-        info.attestEnd = rs.closeBlock == 0 ? 0 : rs.closeBlock + uint64(_config.attestWindow);
+        info.attestEnd = rs.closeBlock == 0 ? 0 : rs.closeBlock + uint64(_attestWindow);
         info.availabilityFixed = fixed_;
         info.finalized = rs.status == Phase.Finalized;
         if (rs.status != Phase.Pending) {
-            info.aggregator = rs.aggregator;
+            info.aggregator = _aggregators[rs.aggregatorIndex];
             info.aggregateDigest = rs.aggregateDigest;
             info.submitBlock = rs.submitBlock;
-            info.challengeDeadline = rs.submitBlock + uint64(_config.challengeWindow);
+            info.challengeDeadline = rs.submitBlock + uint64(_challengeWindow);
             info.submissionAttempt = rs.attempt;
             info.submissionUpdateCount = rs.updateCount;
             info.challenger = rs.challenger;
             info.challengeBlock = rs.challengeBlock;
             if (rs.status == Phase.Disputed) {
-                info.disputeDeadline = rs.challengeBlock + uint64(_config.disputeTimeout);
+                info.disputeDeadline = rs.challengeBlock + uint64(_disputeTimeout);
             }
         }
     }
 
-    /// @notice Updates registered for `round`, in registration order.
-    function getUpdates(uint256 round)
-        external
-        view
-        returns (address[] memory clients, bytes32[] memory digests, uint64[] memory numSamples)
-    {
-        uint256 n = _rounds[round].updateCount;
-        clients = new address[](n);
-        digests = new bytes32[](n);
-        numSamples = new uint64[](n);
-        mapping(uint256 => Update) storage ups = _updates[round];
-        for (uint256 i = 0; i < n; ++i) {
-            Update storage u = ups[i];
-            clients[i] = u.client;
-            digests[i] = u.digest;
-            numSamples[i] = u.numSamples;
-        }
+    /// @notice The accumulator over the updates registered for `round` and their count: the
+    ///         low 224 bits of a keccak hash chain from 0 (`ClientRecords.extendUpdates`). The
+    ///         list itself is in the round's `UpdatesRegistered` events; a node rebuilds it and
+    ///         checks it against this.
+    function updateAccumulator(uint256 round) external view returns (uint256 accumulator, uint256 count) {
+        RoundState storage rs = _rounds[round];
+        return (rs.updateAccumulator, rs.updateCount);
+    }
+
+    /// @notice Whether `client` has an update registered for `round`, which must be the current
+    ///         round (earlier rounds: the `UpdatesRegistered` events).
+    function updateSubmitted(uint256 round, address client) external view returns (bool) {
+        // INVARIANT: the bitmap words only remember the latest round that wrote them.
+        if (round != _currentRound) revert RoundNotOpen(round, _currentRound);
+        ClientState memory c = _clients[client];
+        if (!c.registered) return false;
+        uint256 bits = ClientRecords.bitsFor(_updateWords[c.index / ClientRecords.CLIENTS_PER_WORD], round);
+        return bits & (uint256(1) << (c.index % ClientRecords.CLIENTS_PER_WORD)) != 0;
     }
 
     /// @notice The included set of `round` as a bitmap over its registered updates (bit i of
@@ -981,8 +1218,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         RoundState storage rs = _rounds[round];
         uint256 count = rs.updateCount;
         included = new uint256[]((count + 255) >> 8);
-        if (_config.attestWindow == 0) return Availability.allSet(count);
-        uint256 n = _aggregators.length;
+        if (_attestWindow == 0) return Availability.allSet(count);
+        uint256 n = _committeeSize;
         uint256 mask = rs.attestMask;
         uint256 threshold = Quorums.maxFaulty(n) + 1;
         for (uint256 w = 0; w < included.length; ++w) {
@@ -1039,6 +1276,18 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         return _clients[account].registered;
     }
 
+    /// @notice Whether `account` is a registered client, and its index (what its signed
+    ///         records name).
+    function clientInfo(address account) external view returns (bool registered, uint256 index) {
+        ClientState memory c = _clients[account];
+        return (c.registered, c.index);
+    }
+
+    /// @notice Number of registered clients.
+    function clientCount() external view returns (uint256) {
+        return _clientCount;
+    }
+
     /// @notice The task parameters.
     function config() external view returns (TaskConfig memory) {
         return _config;
@@ -1063,7 +1312,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     ///      bytes, low s, v in {27, 28}), recovered signers registered and not slashed, strictly
     ///      increasing, and at least commitQuorum(n) of them (n frozen at start).
     function _verifyCertificate(bytes32 digest, bytes[] calldata signatures) private view {
-        uint256 quorum = Quorums.commitQuorum(_aggregators.length);
+        uint256 quorum = Quorums.commitQuorum(_committeeSize);
         uint256 count = signatures.length;
         // INVARIANT: a certificate carries at least n - f distinct member signatures (checked
         // up front; every entry must then be valid, so count == distinct valid signers).
@@ -1094,34 +1343,38 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     function _requireAggregating(uint256 round, RoundState storage rs) private view {
         if (!_collectionClosed(rs)) revert CollectionNotClosed(round, rs.updateCount, rs.closeBlock);
         if (!_availabilityFixed(rs)) {
-            revert AttestationOpen(round, rs.attestCount, uint256(rs.closeBlock) + _config.attestWindow);
+            revert AttestationOpen(round, rs.attestCount, uint256(rs.closeBlock) + _attestWindow);
         }
     }
 
     /// @dev Whether the included set of a round whose collection closed is fixed: n - f
     ///      members attested, or block.number >= closeBlock + attestWindow.
     function _availabilityFixed(RoundState storage rs) private view returns (bool) {
-        return rs.attestCount >= Quorums.commitQuorum(_aggregators.length)
-            || block.number >= uint256(rs.closeBlock) + _config.attestWindow;
+        return rs.attestCount >= Quorums.commitQuorum(_committeeSize)
+            || block.number >= uint256(rs.closeBlock) + _attestWindow;
     }
 
     /// @dev Start block of the current attempt: attempt 0 starts when the included set was
     ///      fixed (the (n - f)-th attestation, else closeBlock + attestWindow).
-    function _attemptStart(RoundState storage rs) private view returns (uint64) {
-        if (rs.attempt != 0 || rs.attestCount >= Quorums.commitQuorum(_aggregators.length)) {
+    function _attemptStart(RoundState storage rs) private view returns (uint40) {
+        if (rs.attempt != 0 || rs.attestCount >= Quorums.commitQuorum(_committeeSize)) {
             return rs.attemptStart;
         }
-        return rs.closeBlock + uint64(_config.attestWindow);
+        return rs.closeBlock + uint40(_attestWindow);
     }
 
     /// @dev Discards the current submission and opens attempt + 1 at this block.
     function _reopen(RoundState storage rs) private {
         rs.status = Phase.Pending;
-        rs.aggregator = address(0);
+        rs.aggregatorIndex = 0;
         rs.submitBlock = 0;
         rs.aggregateDigest = bytes32(0);
         rs.attempt += 1;
-        rs.attemptStart = uint64(block.number);
+        rs.attemptStart = _blockNow();
+    }
+
+    function _blockNow() private view returns (uint40) {
+        return SafeCast.toUint40(block.number);
     }
 
     function _collectionClosed(RoundState storage rs) private view returns (bool) {
@@ -1130,24 +1383,29 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     }
 
     function _isActive(AggregatorState storage info) private view returns (bool) {
-        return info.registered && !info.slashed && info.stake >= _config.aggregatorStake;
+        return info.registered && !info.slashed && info.stake >= _aggregatorStake;
     }
 
     /// @dev Chosen aggregator and deadline for the current attempt of `round` (collection must
     ///      be closed). Walks forward cyclically from the rotation start index to the first
     ///      aggregator that is active and was already active when the attempt started, so a
     ///      mid-attempt top-up never changes who is chosen.
-    function _chosen(uint256 round, RoundState storage rs) private view returns (address chosen, uint256 deadline) {
+    function _chosen(uint256 round, RoundState storage rs)
+        private
+        view
+        returns (address chosen, uint256 index, uint256 deadline)
+    {
         uint256 attempt = rs.attempt;
         uint256 attemptStart = _attemptStart(rs);
-        deadline = attemptStart + _config.submitTimeout;
-        uint256 n = _aggregators.length;
-        uint256 first = Rotation.startIndex(_config.rotationPolicy, _config.rotationSeed, round, attempt, n);
+        deadline = attemptStart + _submitTimeout;
+        uint256 n = _committeeSize;
+        uint256 first = Rotation.startIndex(_rotationPolicy, _rotationSeed, round, attempt, n);
         for (uint256 i = 0; i < n; ++i) {
-            address candidate = _aggregators[(first + i) % n];
+            index = (first + i) % n;
+            address candidate = _aggregators[index];
             AggregatorState storage info = _aggregatorState[candidate];
-            if (_isActive(info) && info.activeFrom < attemptStart) return (candidate, deadline);
+            if (_isActive(info) && info.activeFrom < attemptStart) return (candidate, index, deadline);
         }
-        return (address(0), deadline);
+        return (address(0), 0, deadline);
     }
 }

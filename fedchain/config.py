@@ -6,6 +6,7 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from aggregators.registry import make_rule
@@ -30,10 +31,11 @@ class DemoConfig:
     partition: str = "iid"
     alpha: float = 0.5
     model: str = "mlp"
-    epochs: int = 10
-    batch_size: int = 16
-    lr: float = 0.1
-    momentum: float = 0.9
+    #: local training; None = the model's default (``clients.training.MODEL_TRAINING``)
+    epochs: int | None = None
+    batch_size: int | None = None
+    lr: float | None = None
+    momentum: float | None = None
     prox_mu: float = 0.0
     rule: str = "fedavg"
     rule_params: dict[str, Any] = field(default_factory=dict)
@@ -82,6 +84,10 @@ class DemoConfig:
             budget_policy=self.budget_policy,
         )
 
+    # signed update records per submitUpdates batch the in-process fleet relays (0: every
+    # client sends its own submitUpdate)
+    update_batch: int = 100
+
     def validate(self, where: str | None = None) -> None:
         """Refuse bad values before any work: one line naming the option and the value.
 
@@ -98,8 +104,6 @@ class DemoConfig:
             "clients",
             "aggregators",
             "rounds",
-            "epochs",
-            "batch_size",
             "collect_window",
             "submit_timeout",
             "challenge_window",
@@ -109,6 +113,9 @@ class DemoConfig:
         for key in positive:
             if getattr(self, key) < 1:
                 raise bad(key, "must be at least 1")
+        for key in ("epochs", "batch_size"):
+            if getattr(self, key) is not None and getattr(self, key) < 1:
+                raise bad(key, "must be at least 1")
         if self.attest_window < 0:
             raise bad("attest_window", "must be at least 0 (0 turns attestations off)")
         if self.engine not in ENGINES:
@@ -117,6 +124,8 @@ class DemoConfig:
             raise bad("ray_address", "needs --engine ray")
         if self.ray_cpus is not None and self.ray_cpus < 1:
             raise bad("ray_cpus", "must be at least 1")
+        if self.update_batch < 0:
+            raise bad("update_batch", "must be at least 0 (0: every client submits alone)")
         if self.rotation not in ROTATIONS:
             raise bad("rotation", f"must be one of {sorted(ROTATIONS)}")
         if self.min_updates is not None and not 1 <= self.min_updates <= self.clients:
@@ -133,9 +142,9 @@ class DemoConfig:
             )
         if not self.alpha > 0:
             raise bad("alpha", "must be positive")
-        if not self.lr > 0:
+        if self.lr is not None and not self.lr > 0:
             raise bad("lr", "must be positive")
-        if not 0 <= self.momentum < 1:
+        if self.momentum is not None and not 0 <= self.momentum < 1:
             raise bad("momentum", "must be in [0, 1)")
         if self.prox_mu < 0:
             raise bad("prox_mu", "must be >= 0")
@@ -259,6 +268,26 @@ def check_types(obj: Any, label: typing.Callable[[str, Any], str]) -> None:
         value = getattr(obj, f.name)
         if not value_matches(value, hints[f.name]):
             raise ConfigError(f"{label(f.name, value)}: expected {_describe(hints[f.name])}")
+
+
+def read_toml(path: str | Path, what: str) -> dict[str, Any]:
+    """Parse a TOML file; every way it can fail is one ``ConfigError`` naming ``what`` and
+    the path (``scenario 'x.toml': no such file``)."""
+    import tomllib
+
+    p = Path(path)
+    try:
+        return tomllib.loads(p.read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{what} {str(p)!r}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"{what} {str(p)!r}: is a directory, not a TOML file") from exc
+    except PermissionError as exc:
+        raise ConfigError(f"{what} {str(p)!r}: permission denied") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what} {str(p)!r}: not a UTF-8 text file") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{what} {str(p)!r}: invalid TOML: {exc}") from exc
 
 
 def short_reason(exc: BaseException) -> str:

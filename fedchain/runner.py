@@ -35,7 +35,7 @@ from fedchain.driver.faults import FaultLog
 from fedchain.driver.fleet import ClientFleet
 from fedchain.driver.loop import BlockLoop
 from fedchain.driver.records import RoundRecorder, build_summary
-from fedchain.scenario import Scenario
+from fedchain.scenario import Collusion, Scenario
 from protocol.errors import ConfigError, FedchainError
 from protocol.fixedpoint import dequantise
 from protocol.metrics import PhaseClock, Progress
@@ -111,8 +111,14 @@ class Demo:
         self.agg_accounts, self.client_accounts = d.agg_accounts, d.client_accounts
         self.aggregators = [d.make_aggregator(i, self.clock) for i in range(cfg.aggregators)]
         self.names = {a.address: a.name for a in self.aggregators}
+        self.collusion = Collusion(
+            self.scenario.clients,
+            [a.address for a in self.client_accounts],
+            self._observe,
+            cfg.clients,
+        )
         self.clients = [
-            d.make_client(i, self.clock, observe=self._observe, ready=self._others_registered)
+            d.make_client(i, self.clock, collusion=self.collusion, ready=self._others_registered)
             for i in range(cfg.clients)
         ]
         self.faults = FaultLog(
@@ -166,6 +172,8 @@ class Demo:
                 self.clock,
                 self.progress,
                 on_registered=self._registered,
+                relayer=d.deployer if cfg.update_batch else None,
+                batch=cfg.update_batch or 1,
             )
         except BaseException:
             self.close()
@@ -193,8 +201,8 @@ class Demo:
         """An omniscient attacker registers once every non-omniscient client has."""
         return self.task.update_count(round_) >= self.cfg.clients - self._omniscient_count()
 
-    def _observe(self, round_: int) -> list[np.ndarray]:
-        """The round's registered updates as real-valued flat deltas (public information)."""
+    def _observe(self, round_: int) -> list[tuple[str, np.ndarray]]:
+        """The round's registered updates as (client, real-valued flat delta): public."""
         fmt = self.manifest.numeric
         out = []
         for u in self.task.updates(round_):
@@ -202,7 +210,7 @@ class Demo:
                 q = decode_update(self.layout, fmt, round_, get_by_digest(self.store, u.digest))
             except FedchainError:
                 continue
-            out.append(dequantise(q, fmt.frac_bits))
+            out.append((u.client, dequantise(q, fmt.frac_bits)))
         return out
 
     # -- the run -----------------------------------------------------------------------------

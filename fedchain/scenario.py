@@ -26,6 +26,10 @@ A scenario is a TOML file::
     attack = "sign_flip"       # see clients/attacks.py, plus "nan", "wrong_shape", "oversized",
                                # "publish_some" (params.to = [aggregator indices]), "publish_none"
     params = { scale = 5.0 }
+    collusion = "paper"        # omniscient attacks (alie, inner_product_manipulation) only:
+                               # paper (default: the colluders send one vector computed from
+                               # the honest updates only) | sequential (each crafts its own
+                               # from every update registered before it, attackers' included)
 
     [pbft]                     # the in-memory PBFT network of this run (seeded)
     drop = 0.0
@@ -42,7 +46,7 @@ Unknown keys are errors, so a typo never silently runs the honest scenario.
 from __future__ import annotations
 
 import inspect
-import tomllib
+import json
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -54,7 +58,7 @@ import numpy as np
 from aggregators.behaviours import TAMPERS, Behaviour
 from clients.data import Dataset
 from clients.node import DeltaHook, PayloadHook
-from fedchain.config import DemoConfig, check_types, value_matches
+from fedchain.config import DemoConfig, check_types, read_toml, value_matches
 from protocol.errors import ConfigError
 from protocol.payloads import ModelLayout, encode_update
 
@@ -72,9 +76,15 @@ class ClientBehaviour:
     attack: str
     params: Mapping[str, Any] = field(default_factory=dict)
     rounds: frozenset[int] | None = None
+    collusion: str = "paper"
 
     def __post_init__(self) -> None:
-        from clients.attacks import CLIENT_ATTACKS
+        from clients.attacks import CLIENT_ATTACKS, COLLUSION_MODES
+
+        if self.collusion not in COLLUSION_MODES:
+            raise ConfigError(
+                f"collusion = {self.collusion!r}: must be one of {list(COLLUSION_MODES)}"
+            )
 
         special = CLIENT_PAYLOAD_ATTACKS + CLIENT_PUBLISH_ATTACKS
         if self.attack not in CLIENT_ATTACKS and self.attack not in special:
@@ -146,6 +156,7 @@ class Scenario:
                     "attack": c.attack,
                     "params": dict(c.params),
                     "rounds": sorted(c.rounds) if c.rounds is not None else None,
+                    **({"collusion": c.collusion} if c.omniscient else {}),
                 }
                 for i, c in sorted(self.clients.items())
             },
@@ -190,7 +201,13 @@ AGGREGATOR_KEY_TYPES: dict[str, Any] = {
     "crash_round": int,
     "restart_after_blocks": int,
 }
-CLIENT_KEY_TYPES: dict[str, Any] = {"index": int, "attack": str, "params": dict, "rounds": list}
+CLIENT_KEY_TYPES: dict[str, Any] = {
+    "index": int,
+    "attack": str,
+    "params": dict,
+    "rounds": list,
+    "collusion": str,
+}
 EXPECT_KEY_TYPES: dict[str, Any] = {"outcome": str, "identical_to_honest": bool}
 
 
@@ -315,6 +332,7 @@ def scenario_from_dict(data: Mapping[str, Any], source: str | None = None) -> Sc
                 attack=str(table.get("attack")),
                 params=dict(table.get("params", {})),
                 rounds=_rounds(table.get("rounds"), w),
+                collusion=table.get("collusion", "paper"),
             )
         except ConfigError as exc:
             raise ConfigError(f"{w}: {exc}") from exc
@@ -370,20 +388,81 @@ def check_expectations(
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario TOML file."""
-    p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text())
-    except FileNotFoundError as exc:
-        raise ConfigError(f"scenario {str(p)!r}: no such file") from exc
-    except IsADirectoryError as exc:
-        raise ConfigError(f"scenario {str(p)!r}: is a directory, not a TOML file") from exc
-    except PermissionError as exc:
-        raise ConfigError(f"scenario {str(p)!r}: permission denied") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"scenario {str(p)!r}: not a UTF-8 text file") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"scenario {str(p)!r}: invalid TOML: {exc}") from exc
-    return scenario_from_dict(data, str(p))
+    data = read_toml(path, "scenario")
+    return scenario_from_dict(data, str(path))
+
+
+#: The round's registered updates as (client address, real-valued flat delta), read from the
+#: chain and content storage as any peer could (updates are public).
+Observe = Callable[[int], list[tuple[str, np.ndarray]]]
+
+
+class Collusion:
+    """The omniscient attackers of a run (ALIE, inner-product manipulation) and what they send.
+
+    Every omniscient client of a scenario is a colluder: they know each other's addresses.
+    In the papers' model (``collusion = "paper"``, Baruch et al. 2019; Xie et al. 2019) the
+    colluders compute *one* vector per round from the honest updates only (every registered
+    update but the colluders') and all send it; colluders with the same attack and
+    parameters form one group, whose size is the ``m`` of ALIE's ``z_max``, and the vector is
+    computed once per round and group. With ``collusion = "sequential"`` an attacker crafts
+    its own vector from every update registered before it, the other attackers' included
+    (fedchain's behaviour before issue 10). The runner makes colluders register after every
+    other client, so all of them see the same honest set.
+    """
+
+    def __init__(
+        self,
+        behaviours: Mapping[int, ClientBehaviour],
+        addresses: typing.Sequence[str],
+        observe: Observe,
+        num_clients: int,
+    ) -> None:
+        self.observe = observe
+        self.num_clients = int(num_clients)
+        omniscient = {i: b for i, b in behaviours.items() if b.omniscient}
+        self.colluders = frozenset(addresses[i] for i in omniscient)
+        self.group_size: dict[str, int] = {}
+        for b in omniscient.values():
+            key = self._group(b)
+            self.group_size[key] = self.group_size.get(key, 0) + 1
+        self._cache: dict[tuple[int, str], np.ndarray] = {}
+
+    @staticmethod
+    def _group(attack: ClientBehaviour) -> str:
+        return json.dumps([attack.attack, dict(attack.params)], sort_keys=True, default=str)
+
+    def update(
+        self, attack: ClientBehaviour, round_: int, layout: ModelLayout
+    ) -> np.ndarray | None:
+        """The flat delta ``attack``'s client sends in ``round_`` (None: nothing to imitate)."""
+        from clients.attacks import apply_attack, colluding_update
+
+        seen = self.observe(round_)
+        if attack.collusion == "sequential":
+            deltas = [d for _, d in seen]
+            if not deltas:
+                return None
+            named = [layout.unflatten(d.astype(np.float32)) for d in deltas]
+            out = apply_attack(attack.attack, honest_deltas=named, **dict(attack.params))
+            assert isinstance(out, dict)
+            return layout.flatten(out).astype(np.float64)
+        key = (round_, self._group(attack))
+        if key not in self._cache:
+            honest = [d for client, d in seen if client not in self.colluders]
+            if not honest:
+                return None
+            named = [layout.unflatten(d.astype(np.float32)) for d in honest]
+            vector = colluding_update(
+                attack.attack,
+                named,
+                num_colluders=self.group_size[self._group(attack)],
+                num_clients=self.num_clients,
+                **dict(attack.params),
+            )
+            self._cache = {k: v for k, v in self._cache.items() if k[0] == round_}
+            self._cache[key] = layout.flatten(vector).astype(np.float64)
+        return self._cache[key].copy()
 
 
 def client_attack_hooks(
@@ -391,14 +470,13 @@ def client_attack_hooks(
     data: Dataset,
     layout: ModelLayout,
     seed: int,
-    observe: Callable[[int], list[np.ndarray]] | None = None,
+    collusion: Collusion | None = None,
 ) -> tuple[Dataset, DeltaHook | None, PayloadHook | None]:
     """Turn a client behaviour into (poisoned data, delta hook, payload hook) for a node.
 
-    Omniscient attacks (ALIE, inner-product manipulation) craft their update from the honest
-    updates already registered for the round: ``observe(round)`` returns them as real-valued
-    flat deltas, read from the chain and content storage like any peer could (updates are
-    public). The runner makes such attackers register last.
+    Omniscient attacks (ALIE, inner-product manipulation) send what ``collusion`` crafts
+    from the updates registered for the round (see :class:`Collusion`); the runner makes
+    such attackers register last.
     """
     from clients import malformed
     from clients.attacks import CLIENT_ATTACKS, apply_attack
@@ -427,18 +505,13 @@ def client_attack_hooks(
         assert isinstance(poisoned, Dataset)
         return poisoned, None, None
     if spec.kind == "omniscient":
-        if observe is None:
+        if collusion is None:
             raise ConfigError(f"client attack {attack.attack!r} needs a view of the round")
-        see = observe
+        group = collusion
 
         def omniscient_hook(round_: int, delta: np.ndarray) -> np.ndarray:
-            honest = see(round_) if attack.active(round_) else []
-            if not honest:  # nothing to imitate yet: behave honestly
-                return delta
-            named = [layout.unflatten(h.astype(np.float32)) for h in honest]
-            out = apply_attack(attack.attack, honest_deltas=named, **params)
-            assert isinstance(out, dict)
-            return layout.flatten(out).astype(np.float64)
+            crafted = group.update(attack, round_, layout) if attack.active(round_) else None
+            return delta if crafted is None else crafted  # nothing to imitate: honest
 
         return data, omniscient_hook, None
     if "seed" in inspect.signature(spec.fn).parameters and "seed" not in params:

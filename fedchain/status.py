@@ -62,10 +62,13 @@ def task_status(rpc_url: str, address: str) -> dict[str, Any]:
     last = cfg.num_rounds if task.task_completed() else current
     for r in range(1, last + 1):
         phase = task.phase(r)
+        accumulator, count = task.update_accumulator(r)
         rounds.append(
             {
                 "round": r,
                 "phase": phase.name.lower(),
+                "updates": count,
+                "update_accumulator": f"{accumulator:056x}",
                 "digest": task.round_digest(r).hex() if phase == Phase.FINALIZED else None,
             }
         )
@@ -99,5 +102,7 @@ def format_status(status: dict[str, Any]) -> str:
         lines.append(f"    {m['address']}  stake {m['stake_wei'] / 1e18:.3f} ETH  {flags}")
     lines.append("  rounds:")
     for r in status["rounds"]:
-        lines.append(f"    {r['round']:3d}  {r['phase']:<11} {r['digest'] or ''}")
+        lines.append(
+            f"    {r['round']:3d}  {r['phase']:<11} {r['updates']:6d} updates  {r['digest'] or ''}"
+        )
     return "\n".join(lines)

@@ -1,7 +1,9 @@
-"""Exact gas of the availability, dispute-timeout and equivocation operations.
+"""Exact gas of update registration (single and batched), aggregation and finalization
+against issue 12's targets, and of the availability, dispute-timeout and equivocation
+operations.
 
 Gas is deterministic, so this prints exact figures (embedded eth-tester chain), one line per
-operation:
+operation, with the target where there is one:
 
     .venv/bin/python scripts/bench_gas.py
 """
@@ -18,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from adapters.chain import Chain
 from adapters.contract import TaskConfig, TaskContract
+from adapters.records import sign_update
 from consensus.certificate import verdict_struct_hash
 from consensus.evidence import proof_of
 from consensus.messages import Commit, Domain, Prepare, PrePrepare, sign, sign_struct
@@ -41,7 +44,8 @@ def dg(label: object) -> bytes:
     return hashlib.sha256(repr(label).encode()).digest()
 
 
-def setup(n: int, k: int, **kw: Any) -> tuple[Chain, TaskContract, Any, list[Any]]:
+def deploy(n: int, k: int, **kw: Any) -> tuple[Chain, TaskContract, Any, list[Any], list[Any]]:
+    """A started task with ``n`` aggregators and ``k`` registered clients (min = max = k)."""
     chain = Chain.embedded(num_accounts=1 + n + k)
     owner, rest = chain.accounts[0], chain.accounts[1:]
     aggs, clients = rest[:n], rest[n : n + k]
@@ -52,6 +56,12 @@ def setup(n: int, k: int, **kw: Any) -> tuple[Chain, TaskContract, Any, list[Any
     for c in clients:
         task.register_client(c)
     task.start(owner)
+    return chain, task, owner, aggs, clients
+
+
+def setup(n: int, k: int, **kw: Any) -> tuple[Chain, TaskContract, Any, list[Any]]:
+    """:func:`deploy`, and every client registers its round-1 update."""
+    chain, task, owner, aggs, clients = deploy(n, k, **kw)
     for i, c in enumerate(clients):
         task.submit_update(c, 1, dg((1, i)), 10)
     return chain, task, owner, aggs
@@ -59,6 +69,67 @@ def setup(n: int, k: int, **kw: Any) -> tuple[Chain, TaskContract, Any, list[Any
 
 def gas(receipt: Any) -> int:
     return int(receipt["gasUsed"])
+
+
+def registration_rows() -> list[tuple[str, int, int | None]]:
+    """A 300-client task over two rounds. Round 1 opens with two batches of 100 signed
+    records (the first creates the round's accumulator slot), then 100 clients register
+    alone; round 2 opens with the 100 single registrations, then the two batches. A batch's
+    per-update figure is its transaction's gas divided by its 100 records."""
+    chain, task, owner, aggs, clients = deploy(4, 300)
+    cfg = task.config()
+    sep = task.domain_separator
+
+    def singles(r: int) -> list[int]:
+        return [gas(task.submit_update(c, r, dg((r, i)), 10)) for i, c in enumerate(clients[:100])]
+
+    def batches(r: int) -> list[int]:
+        out = []
+        for start in (100, 200):
+            recs = [
+                sign_update(c, sep, start + i, r, dg((r, start + i)), 10)
+                for i, c in enumerate(clients[start : start + 100])
+            ]
+            out.append(gas(task.submit_updates(owner, r, recs)) // 100)
+        return out
+
+    rows: list[tuple[str, int, int | None]] = []
+    for r in (1, 2):
+        if r == 1:
+            first_batch, next_batch = batches(r)
+            alone = singles(r)
+            rows += [
+                ("submitUpdates, the round's first batch of 100, per update", first_batch, 10_000),
+                ("submitUpdates, a later batch of 100, per update", next_batch, 10_000),
+                ("submitUpdate, alone, not the round's first", alone[0], 50_000),
+            ]
+        else:
+            alone = singles(r)
+            later = batches(r)
+            rows += [
+                (
+                    "submitUpdate, alone, the round's first (creates its accumulator)",
+                    alone[0],
+                    50_000,
+                ),
+                ("submitUpdate, alone, every later one", alone[1], 50_000),
+                (
+                    "submitUpdate, alone, mean of the round's first 100",
+                    round(sum(alone) / 100),
+                    50_000,
+                ),
+                ("submitUpdates, a batch of 100 after singles, per update", later[0], 10_000),
+            ]
+        agg = next(a for a in aggs if a.address == task.current_aggregator().address)
+        submit = gas(task.submit_aggregate(agg, r, dg(("agg", r))))
+        chain.mine(cfg.challenge_window)
+        fin = gas(task.finalize(owner, r))
+        rows += [
+            (f"round {r}: submitAggregate", submit, None),
+            (f"round {r}: finalize (opens the next round)", fin, None),
+            (f"round {r}: submitAggregate + finalize", submit + fin, 150_000),
+        ]
+    return rows
 
 
 def main() -> None:
@@ -114,10 +185,14 @@ def main() -> None:
                 gas(task.slash_equivocation(aggs[2], *proof.contract_args())),
             )
         )
-    width = max(len(name) for name, _ in rows)
-    print(f"{'operation':{width}}  gas")
+    targeted = registration_rows()
+    print("| operation | gas | target | met |")
+    print("|---|---|---|---|")
+    for name, value, target in targeted:
+        met = "-" if target is None else ("yes" if value <= target else "NO")
+        print(f"| {name} | {value:,} | {'-' if target is None else f'≤ {target:,}'} | {met} |")
     for name, value in rows:
-        print(f"{name:{width}}  {value:,}")
+        print(f"| {name} | {value:,} | - | - |")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from protocol.metrics import PHASES as ALL_PHASES
 from protocol.metrics import Progress
 
 PHASES = [p for p in ALL_PHASES if p != "evaluate"]  # evaluation is the runner's, not the round's
-OPS = ["submitUpdate", "submitAggregate", "finalize"]
+OPS = ["submitUpdate", "submitUpdates", "submitAggregate", "finalize"]
 
 
 def measure(cfg: DemoConfig) -> dict:

@@ -73,7 +73,7 @@ def bench(task: TaskContract, n: int) -> dict[str, dict[str, float]]:
         "getRound": lambda: task.round_info(1),
         "phase": lambda: task.phase(1),
         "currentAggregator": task.current_aggregator,
-        "getUpdates": lambda: task.updates(1),
+        "updateAccumulator": lambda: task.update_accumulator(1),
         "credits": lambda: task.credits(task.owner()),
     }
     out: dict[str, dict[str, float]] = {}

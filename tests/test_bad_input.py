@@ -64,6 +64,7 @@ CLI_CASES = [
     (["demo", "--seed", "-1"], ["--seed", "-1"]),
     (["demo", "--min-updates", "99"], ["--min-updates", "99"]),
     (["demo", "--frac-bits", "40"], ["--frac-bits", "40"]),
+    (["demo", "--update-batch", "-1"], ["--update-batch", "-1"]),
     # unknown rule, bad rule parameters, too few clients for them
     (["demo", "--rule", "nope"], ["--rule", "nope"]),
     (["demo", "--rule", "krum", "--rule-param", "f=abc"], ["--rule-param", "abc"]),
@@ -304,3 +305,20 @@ def test_status_of_a_real_task(anvil_url: str, capsys: pytest.CaptureFixture[str
     assert status["config"]["num_rounds"] == DEFAULT_TASK_CONFIG["num_rounds"]
     assert [m["address"] for m in status["committee"]] == [chain.accounts[1].address]
     assert status["started"] is False
+    # a running round shows how many updates it registered and its accumulator
+    task.register_client(chain.accounts[2])
+    task.start(chain.accounts[0])
+    task.submit_update(chain.accounts[2], 1, b"\x07" * 32, 5)
+    assert main(["status", "--rpc-url", anvil_url, "--task", task.address, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    acc, count = task.update_accumulator(1)
+    assert status["rounds"] == [
+        {
+            "round": 1,
+            "phase": "collecting",
+            "updates": count,
+            "update_accumulator": f"{acc:056x}",
+            "digest": None,
+        }
+    ]
+    assert count == 1

@@ -43,16 +43,20 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from adapters.chain import Chain
 from adapters.contract import (
+    CollectionClosed,
     DisputeTimedOut,
     DuplicateSigner,
     Phase,
     QuorumNotReached,
+    RoundNotOpen,
     SignerNotMember,
     SignerSlashed,
     TaskConfig,
     TaskContract,
     TaskRevert,
+    WrongSigner,
 )
+from adapters.records import sign_update
 from consensus.certificate import verdict_struct_hash
 from consensus.evidence import proof_of
 from consensus.messages import Commit, Domain, Prepare, PrePrepare, sign, sign_struct
@@ -141,6 +145,7 @@ class TaskMachine(RuleBasedStateMachine):
         self.finalized: dict[int, bytes] = {}  # round -> finalized digest
         self.quorum = commit_quorum(N_AGGREGATORS)
         self.touched: set[str] = set()  # accounts whose model stake/credit changed this step
+        self.registered: dict[int, list[tuple[str, bytes]]] = {}  # round -> (client, digest)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -222,7 +227,45 @@ class TaskMachine(RuleBasedStateMachine):
         r, _ = self.current()
         # collection closed / duplicate: refusals are not what this machine is about
         with contextlib.suppress(TaskRevert):
-            self.task.submit_update(self.b.clients[i], r, dg(("update", r, i)), 1 + i)
+            receipt = self.task.submit_update(self.b.clients[i], r, dg(("update", r, i)), 1 + i)
+            self.note_registered(r, receipt)
+
+    @precondition(lambda m: m.phase_in(Phase.COLLECTING))
+    @rule(
+        picks=st.lists(st.integers(0, N_CLIENTS), min_size=1, max_size=5),
+        relayer=st.integers(0, N_AGGREGATORS),
+    )
+    def submit_batch(self, picks: list[int], relayer: int) -> None:
+        """Anyone relays signed records, with duplicates; index N_CLIENTS is an outsider's
+        record claiming the last client's index (a forgery)."""
+        r, _ = self.current()
+        sep = self.task.domain_separator
+        records = [
+            sign_update(
+                self.b.clients[i] if i < N_CLIENTS else self.b.outsider,
+                sep,
+                min(i, N_CLIENTS - 1),
+                r,
+                dg(("batch", r, i, len(self.registered.get(r, [])))),
+                1 + i,
+            )
+            for i in picks
+        ]
+        acct = [self.owner, *self.b.aggregators][relayer]
+        try:
+            receipt = self.task.submit_updates(acct, r, records)
+        except WrongSigner:
+            assert N_CLIENTS in picks  # only the forgery is refused
+            return
+        except (CollectionClosed, RoundNotOpen):
+            return
+        accepted = self.note_registered(r, receipt)
+        assert self.b.outsider.address not in {c for c, _ in accepted}
+
+    def note_registered(self, r: int, receipt: Any) -> list[tuple[str, bytes]]:
+        accepted = [(u.client, u.digest) for u in self.task.accepted_updates(receipt)]
+        self.registered.setdefault(r, []).extend(accepted)
+        return accepted
 
     @precondition(lambda m: m.phase_in(Phase.COLLECTING, Phase.AGGREGATING, Phase.SUBMITTED))
     @rule(as_chosen=st.booleans(), i=st.integers(0, N_AGGREGATORS - 1), faulty=st.booleans())
@@ -565,6 +608,15 @@ class TaskMachine(RuleBasedStateMachine):
         if info.phase == Phase.DISPUTED:
             held += CONFIG.challenge_bond
         assert self.task.balance() == stakes + held + credits  # from the chain's own views
+
+    @invariant()
+    def update_lists_match_the_model(self) -> None:
+        """Every round's list, rebuilt from events and checked against the accumulator, is
+        what the receipts registered: at most one update per client, at most maxUpdates."""
+        for r, expected in self.registered.items():
+            ups = self.task.updates(r)
+            assert [(u.client, u.digest) for u in ups] == expected
+            assert len({u.client for u in ups}) == len(ups) <= CONFIG.max_updates
 
     @invariant()
     def finalized_rounds_never_change(self) -> None:

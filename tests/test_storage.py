@@ -182,3 +182,20 @@ def test_a_raw_cid_reads_the_root_block_itself(tmp_path: Path) -> None:
     digest = digest_from_cid(store.put(data))
     block = store.get(raw_cid(digest))
     assert hashlib.sha256(block).digest() == digest and block != data
+
+
+@pytest.mark.parametrize("size", [100, CHUNK_SIZE + 1, 3 * CHUNK_SIZE])
+def test_peer_store_reads_a_peers_payload_by_digest_and_pins_it(tmp_path, size):
+    """A payload larger than one chunk is read through its root block: the peer store must
+    not try to pin that block as a payload of its own (it is a UnixFS file node)."""
+    from adapters.storage import PeerStore
+    from protocol.cid import content_digest
+
+    data = hashlib.sha256(b"seed").digest() * (size // 32 + 1)
+    data = data[:size]
+    owner = LocalStore(tmp_path / "owner")
+    owner.put(data)
+    reader = PeerStore(LocalStore(tmp_path / "reader"), {"owner": owner})
+    digest = content_digest(data)
+    assert get_by_digest(reader, digest) == data
+    assert has_digest(reader.local, digest)  # pinned where it was read

@@ -32,11 +32,11 @@ from aggregators.registry import make_rule, rule_id
 from clients.data import DATASETS, Dataset, load_dataset, partition
 from clients.models import build_model, get_params, param_spec
 from clients.node import ClientNode
-from clients.training import TrainConfig
+from clients.training import TrainConfig, default_training
 from consensus.messages import Domain
 from fedchain.config import ROTATIONS, WEI_PER_ETH, DemoConfig, short_reason
 from fedchain.driver.engine import ModelSpec
-from fedchain.scenario import Scenario, client_attack_hooks
+from fedchain.scenario import Collusion, Scenario, client_attack_hooks
 from privacy.spec import PrivacySpec
 from protocol.cid import content_digest
 from protocol.errors import ChainError, ConfigError, StorageError
@@ -107,14 +107,16 @@ def task_manifest(cfg: DemoConfig, train: Dataset, layout: ModelLayout) -> TaskM
 
 
 def train_config(cfg: DemoConfig) -> TrainConfig:
-    """Client training settings; FedProx's ``mu`` is a task parameter read from the rule."""
+    """Client training settings: the options given, the model's defaults for the others
+    (``clients.training.MODEL_TRAINING``); FedProx's ``mu`` is a task parameter of the rule."""
     rule_params = make_rule(cfg.rule, cfg.rule_params).params
     prox_mu = float(rule_params["mu"]) if cfg.rule == "fedprox" else cfg.prox_mu
+    base = default_training(cfg.model)
     return TrainConfig(
-        epochs=cfg.epochs,
-        batch_size=cfg.batch_size,
-        lr=cfg.lr,
-        momentum=cfg.momentum,
+        epochs=base.epochs if cfg.epochs is None else cfg.epochs,
+        batch_size=base.batch_size if cfg.batch_size is None else cfg.batch_size,
+        lr=base.lr if cfg.lr is None else cfg.lr,
+        momentum=base.momentum if cfg.momentum is None else cfg.momentum,
         prox_mu=prox_mu,
         seed=cfg.seed,
     )
@@ -262,7 +264,7 @@ class Deployment:
         index: int,
         clock: PhaseClock,
         *,
-        observe: Callable[[int], list[np.ndarray]],
+        collusion: Collusion,
         ready: Callable[[int], bool],
     ) -> ClientNode:
         """Client ``index``; a scenario's attack wraps its data, delta or payload."""
@@ -280,7 +282,7 @@ class Deployment:
             publish = _partial_publisher(store, attack.active, peers)
         if attack is not None:
             data, delta_hook, payload_hook = client_attack_hooks(
-                attack, data, self.layout, seed=cfg.seed * 1000 + index, observe=observe
+                attack, data, self.layout, seed=cfg.seed * 1000 + index, collusion=collusion
             )
             if attack.omniscient:
                 ready_hook = ready

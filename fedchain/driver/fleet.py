@@ -8,8 +8,16 @@ the round collects it:
 
 1. fetches the global state once (verified against its on-chain digest),
 2. hands the round's trainings to the :mod:`~fedchain.driver.engine` in waves, and
-3. lets each :class:`~clients.node.ClientNode` publish and register its own result
-   (:meth:`~clients.node.ClientNode.finish_round`), in client order.
+3. lets each :class:`~clients.node.ClientNode` publish its own result and sign its update
+   record (:meth:`~clients.node.ClientNode.finish_round` with a relay), in client order,
+4. and relays the signed records in batches of ``batch`` (``submitUpdates``, sent by the
+   ``relayer`` account): the contract checks every signature, so the relayer cannot forge
+   or alter an update, and a client it left out could still register alone.
+
+Without a relayer each node sends its own ``submitUpdate`` (the testnet's clients do: each
+process holds only its own key and no relay channel exists between them). A batch the
+contract refuses as a whole (it never should: every record comes from an honest node of
+this process) falls back to each client submitting alone.
 
 Training is a pure function of (global state, client data, seed), so this is exactly what
 each node's own :meth:`~clients.node.ClientNode.step` would do, as the testnet's
@@ -22,8 +30,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from eth_account.signers.local import LocalAccount
 
 from adapters.contract import CollectionClosed, Phase, RoundNotOpen, TaskContract
+from adapters.records import SignedUpdate, batch_gas_limit
 from adapters.storage import ContentStore
 from clients.node import ClientEvent, ClientNode, fetch_global_params
 from fedchain.driver.engine import ModelSpec, TrainingEngine, TrainJob
@@ -34,6 +44,8 @@ from protocol.metrics import PhaseClock, Progress
 #: Trainings handed to the engine at once: bounds the results held in memory, and the
 #: work wasted if the round closes early (``--min-updates`` below the number of clients).
 DEFAULT_WAVE = 250
+#: Signed records per ``submitUpdates`` transaction (about 8k gas per update at 100).
+DEFAULT_BATCH = 100
 
 
 class ClientFleet:
@@ -52,6 +64,8 @@ class ClientFleet:
         *,
         on_registered: Callable[[ClientNode, ClientEvent], None] | None = None,
         wave: int = DEFAULT_WAVE,
+        relayer: LocalAccount | None = None,
+        batch: int = DEFAULT_BATCH,
     ) -> None:
         self.clients = list(clients)
         self.task = task
@@ -62,6 +76,9 @@ class ClientFleet:
         self.progress = progress
         self.on_registered = on_registered
         self.wave = max(1, int(wave))
+        self.relayer = relayer
+        self.batch = max(1, int(batch))
+        self._indexed = False
         self._position = {id(node): i for i, node in enumerate(self.clients)}
         self._round = 0
         self._pending: list[ClientNode] = []
@@ -105,6 +122,13 @@ class ClientFleet:
                 node.mark_submitted(round_)  # registered, or sits out (privacy budget, sampling)
             else:
                 self._pending.append(node)
+        if self.relayer is not None and not self._indexed:
+            # one read of the registrations for all clients (each node would read its own)
+            for node in self.clients:
+                index = self.task.client_index(node.address)
+                if index is not None:
+                    node.use_client_index(index)
+            self._indexed = True
 
     def _run_wave(self, round_: int, wave: list[ClientNode]) -> bool:
         """Train ``wave`` on the engine, then register in order; False if collection closed."""
@@ -116,16 +140,83 @@ class ClientFleet:
         jobs = [TrainJob(self._position[id(n)], n.round_config(round_)) for n in wave]
         with self.clock.phase(round_, "train"):
             results = self.engine.train(global_params, jobs)
+        signed: list[tuple[ClientNode, ClientEvent, SignedUpdate]] = []
         for node, result in zip(wave, results, strict=True):
+            records: list[SignedUpdate] = []
+            relay = records.append if self.relayer is not None else None
             try:
-                event = node.finish_round(round_, global_params, result)
+                event = node.finish_round(round_, global_params, result, relay=relay)
             except (CollectionClosed, RoundNotOpen):
                 return False
             except ContractRevert as exc:
                 # as ClientNode.step does: the refusal is reported, the chain re-read later
                 node.mark_submitted(round_)
                 event = ClientEvent(round_, "submitUpdate-refused", {"error": exc.error_name})
-            self._pending.remove(node)
-            if self.on_registered is not None:
-                self.on_registered(node, event)
+            if records:
+                signed.append((node, event, records[0]))
+            else:
+                self._settle(node, event)
+        for start in range(0, len(signed), self.batch):
+            if not self._relay(round_, signed[start : start + self.batch]):
+                for node, _, _ in signed[start + self.batch :]:
+                    node.mark_submitted(round_)
+                    self._settle(node, _refused(round_, "CollectionClosed"))
+                return False
         return True
+
+    def _relay(
+        self, round_: int, chunk: list[tuple[ClientNode, ClientEvent, SignedUpdate]]
+    ) -> bool:
+        """Relay one batch of signed records; False once collection is closed."""
+        assert self.relayer is not None
+        records = [rec for _, _, rec in chunk]
+        with self.clock.phase(round_, "register"):
+            try:
+                # py-evm would run the batch twice (estimate, then send): a bound instead
+                gas = batch_gas_limit(len(records)) if self.task.chain.is_embedded else None
+                receipt = self.task.submit_updates(self.relayer, round_, records, gas=gas)
+            except (CollectionClosed, RoundNotOpen):
+                receipt = None
+            except ContractRevert:
+                return self._alone(round_, chunk)
+            accepted = {u.client for u in self.task.accepted_updates(receipt)} if receipt else set()
+            open_ = receipt is not None and (
+                len(accepted) == len(chunk) or self.task.phase(round_) == Phase.COLLECTING
+            )
+        for node, event, _ in chunk:
+            node.mark_submitted(round_)
+            if node.address in accepted:
+                self._settle(
+                    node, ClientEvent(round_, "submitUpdate", {**event.detail, "relayed": True})
+                )
+            else:
+                reason = "UpdateAlreadySubmitted" if open_ else "CollectionClosed"
+                self._settle(node, _refused(round_, reason))
+        return open_
+
+    def _alone(
+        self, round_: int, chunk: list[tuple[ClientNode, ClientEvent, SignedUpdate]]
+    ) -> bool:
+        """A refused batch: every client of it submits alone (the censorship-free path)."""
+        for node, event, rec in chunk:
+            node.mark_submitted(round_)
+            try:
+                self.task.submit_update(node.account, round_, rec.digest, rec.num_samples)
+            except (CollectionClosed, RoundNotOpen):
+                self._settle(node, _refused(round_, "CollectionClosed"))
+                return False
+            except ContractRevert as exc:
+                self._settle(node, _refused(round_, exc.error_name))
+                continue
+            self._settle(node, ClientEvent(round_, "submitUpdate", event.detail))
+        return True
+
+    def _settle(self, node: ClientNode, event: ClientEvent) -> None:
+        """``node`` is done for the round: report what happened."""
+        self._pending.remove(node)
+        if self.on_registered is not None:
+            self.on_registered(node, event)
+
+
+def _refused(round_: int, error: str) -> ClientEvent:
+    return ClientEvent(round_, "submitUpdate-refused", {"error": error})

@@ -189,6 +189,8 @@ def build_summary(
             "store": repr(store),
         },
         "manifest_digest": manifest.digest.hex(),
+        # the local training used (config fields left None take the model's defaults)
+        "client_training": dict(manifest.client_training),
         "num_parameters": layout.size,
         "rounds_requested": cfg.rounds,
         "rounds_finalized": len(finalized),

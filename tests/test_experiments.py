@@ -1,0 +1,254 @@
+"""``fedchain experiment``: grid files and their errors, resume after an interruption
+(test hook and kill -9), statistics, labels, and the machine-readable output."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fedchain.cli import main
+from fedchain.experiments.execute import STOP_AFTER_ENV
+from fedchain.experiments.grid import cell_id, parse_call, parse_seeds
+from fedchain.experiments.plots import value_label
+from fedchain.experiments.stats import describe
+from protocol.errors import ConfigError
+
+TINY = """\
+[experiment]
+name = "tiny"
+kind = "recovery"
+seeds = {seeds}
+metric = "psnr"
+
+[fixed]
+iterations = {iterations}
+restarts = 1
+
+[grid]
+defence = ["none", "batch(size=2)"]
+"""
+
+
+def _grid(tmp_path: Path, seeds: int = 3, iterations: int = 20) -> Path:
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY.format(seeds=seeds, iterations=iterations))
+    return path
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fedchain.cli", "experiment", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
+
+
+def _results(out: Path) -> dict[str, tuple[int, bytes]]:
+    return {
+        str(p.relative_to(out)): (p.stat().st_mtime_ns, p.read_bytes())
+        for p in sorted(out.glob("cells/*/seed-*/result.json"))
+    }
+
+
+@pytest.mark.slow
+def test_interrupted_experiment_resumes_without_redoing_finished_units(tmp_path):
+    grid, out = _grid(tmp_path), tmp_path / "run"
+    first = _cli(str(grid), "--out", str(out), env={STOP_AFTER_ENV: "2"})
+    assert first.returncode == 130, first.stderr
+    meta = json.loads((out / "experiment.json").read_text())
+    assert meta["status"] == "interrupted" and meta["units_done"] == 2
+    assert meta["finished"] is None
+    before = _results(out)
+    assert len(before) == 2
+    # figures and a summary of what finished, without running anything
+    report = _cli(str(grid), "--out", str(out), "--report-only")
+    assert report.returncode == 0, report.stderr
+    assert "Partial: 2 of 6 units finished" in (out / "summary.md").read_text()
+    assert list((out / "figures").glob("*.png"))
+    assert json.loads((out / "experiment.json").read_text())["status"] == "interrupted"
+    assert _results(out) == before
+    # an interrupted unit: its directory exists, its result.json does not
+    cells = sorted(p for p in (out / "cells").iterdir() if p.is_dir())
+    partial = cells[-1] / "seed-2"
+    partial.mkdir(parents=True)
+    (partial / "half-written.npz").write_bytes(b"junk")
+    second = _cli(str(grid), "--out", str(out), "--json")
+    assert second.returncode == 0, second.stderr
+    report = json.loads(second.stdout)
+    assert report["status"] == "finished"
+    assert (report["units_run"], report["units_reused"]) == (4, 2)
+    after = _results(out)
+    assert len(after) == 6
+    for path, (mtime, data) in before.items():
+        assert after[path] == (mtime, data)  # neither rerun nor rewritten
+    assert not (partial / "half-written.npz").exists()
+    assert (partial / "result.json").is_file()
+    meta = json.loads((out / "experiment.json").read_text())
+    assert meta["status"] == "finished" and len(meta["runs"]) == 2
+    assert "resuming" in second.stderr and "2 already finished" in second.stderr
+    rows = (out / "cells.csv").read_text().splitlines()
+    assert len(rows) == 7  # header + 6 units
+
+
+@pytest.mark.slow
+def test_killed_experiment_resumes(tmp_path):
+    grid, out = _grid(tmp_path, seeds=6, iterations=200), tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fedchain.cli", "experiment", str(grid), "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not list(out.glob("cells/*/seed-*/result.json")) and time.monotonic() < deadline:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.05)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    before = _results(out)
+    assert before, "no unit finished before the kill"
+    again = _cli(str(grid), "--out", str(out))
+    assert again.returncode == 0, again.stderr
+    after = _results(out)
+    assert len(after) == 12
+    for path, value in before.items():
+        assert after[path] == value
+    assert json.loads((out / "experiment.json").read_text())["status"] == "finished"
+
+
+BAD_GRIDS = [
+    ("[grids]\nx = 1\n", r"tiny\.toml: unknown table\(s\) \['grids'\]"),
+    ("[experiment]\nseed = 3\n", r"\[experiment\]: unknown key\(s\) \['seed'\]"),
+    ("[experiment]\nseeds = 0\n", r"\[experiment\] seeds = 0: expected a count"),
+    ('[grid]\nrule = "fedavg"\n', r"\[grid\] rule = 'fedavg': expected a non-empty list"),
+    ('[grid]\nclients = [5, "ten"]\n', r"\[grid\] clients = 'ten': expected an integer"),
+    ("[fixed]\ncolour = 1\n", r"\[fixed\] colour = 1: unknown setting"),
+    ('[grid]\nattack = ["bogus"]\n', r"\[grid\] attack = 'bogus': unknown client attack"),
+    (
+        '[fixed]\nbyzantine = 2\n[grid]\nattack = ["inner_product_manipulation(eps=10)"]\n',
+        r"attack = 'inner_product_manipulation\(eps=10\)': does not take \['eps'\]",
+    ),
+    ('[grid]\nrule = ["fedavg", "nope"]\n', r"cell rule=nope: --rule 'nope'"),
+    (
+        '[fixed]\nclients = 10\nbyzantine = 0.2\n[grid]\nrule = ["bulyan"]\n',
+        r"bulyan: f=2 needs n >= 4f\+3 = 11",
+    ),
+    ('[fixed]\nbyzantine = 1.5\n[grid]\nrule = ["fedavg"]\n', r"byzantine = 1.5: a fraction"),
+    ('[fixed]\nseed = 1\n[grid]\nrule = ["fedavg"]\n', r"seed = 1: set by the experiment"),
+    (
+        '[experiment]\nkind = "recovery"\n[grid]\ndefence = ["batch(size=0)"]\n',
+        r"\[grid\] defence = 'batch\(size=0\)': batch\(size=0\): expected an integer >= 1",
+    ),
+    (
+        '[experiment]\nkind = "recovery"\n[grid]\ndefence = ["blur"]\n',
+        r"defence = 'blur': unknown defence 'blur'",
+    ),
+    ('[experiment]\nkind = "quantum"\n', r"\[experiment\] kind = 'quantum': expected one of"),
+    ('[grid]\nrule = ["fedavg"]\n[[plot]]\nkind = "pie"\n', r"\[\[plot\]\] #1 kind = 'pie'"),
+    ('[grid]\nrule = ["fedavg"]\n[[plot]]\nkind = "lines"\nx = "nope"\n', r"x = 'nope': not an"),
+    ('[grid]\nrule = ["fedavg"]\n[[plot]]\nkind = "bars"\ncolor = 1\n', r"unknown key\(s\)"),
+    ("[grid]\nrule = [\n", r"invalid TOML"),
+]
+
+
+@pytest.mark.parametrize(("text", "pattern"), BAD_GRIDS)
+def test_bad_grid_is_one_line_exit_2(tmp_path, capsys, text, pattern):
+    import re
+
+    path = tmp_path / "tiny.toml"
+    path.write_text(text)
+    out = tmp_path / "out"
+    assert main(["experiment", str(path), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("fedchain: error: "), err
+    assert re.search(pattern, err), err
+    assert not out.exists()  # nothing created before the grid is valid
+
+
+@pytest.mark.parametrize(
+    ("args", "pattern"),
+    [
+        (["nosuch"], r"experiment 'nosuch': neither a builtin"),
+        (["missing.toml"], r"grid 'missing.toml': no such file"),
+        (["robustness", "--seeds", "a,b"], r"--seeds 'a,b': expected a count"),
+        (["robustness", "--seeds", "0"], r"--seeds '0'"),
+        (["robustness", "--jobs", "0"], r"--jobs 0: must be at least 1"),
+        (["robustness", "--report-only"], r"--report-only: .* holds no experiment"),
+    ],
+)
+def test_bad_options_are_one_line(tmp_path, capsys, args, pattern):
+    import re
+
+    assert main(["experiment", *args, "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search(pattern, err), err
+
+
+def test_quick_refused_for_grid_files(tmp_path, capsys):
+    assert main(["experiment", str(_grid(tmp_path)), "--quick"]) == 2
+    assert "--quick: only for the builtin" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_out_holding_another_grid_is_refused(tmp_path, capsys):
+    grid, out = _grid(tmp_path, seeds=1, iterations=5), tmp_path / "run"
+    assert main(["experiment", str(grid), "--out", str(out), "--quiet"]) == 0
+    grid.write_text(TINY.format(seeds=1, iterations=6))
+    assert main(["experiment", str(grid), "--out", str(out), "--quiet"]) == 2
+    assert "holds experiment 'tiny' with another grid" in capsys.readouterr().err
+    # more seeds of the same grid: resumed, the finished seed reused
+    grid.write_text(TINY.format(seeds=2, iterations=5))
+    before = _results(out)
+    assert main(["experiment", str(grid), "--out", str(out), "--quiet"]) == 0
+    after = _results(out)
+    assert len(after) == 4 and all(after[k] == v for k, v in before.items())
+
+
+def test_describe_mean_std_and_student_t_interval():
+    st = describe([1.0, 2.0, 3.0, None, float("nan")])
+    assert (st.mean, st.std, st.n) == (2.0, 1.0, 3)
+    assert st.ci95 == pytest.approx(4.302652729911275 / math.sqrt(3))
+    assert "n=3" in st.text()
+    one = describe([0.5])
+    assert one.n == 1 and math.isnan(one.std) and one.text() == "0.500 (n=1)"
+    assert describe([]).n == 0
+
+
+def test_parse_call_seeds_and_labels():
+    assert parse_call("inner_product_manipulation(epsilon=10)") == (
+        "inner_product_manipulation",
+        {"epsilon": 10},
+    )
+    assert parse_call("gaussian_noise(sigma=1.0, replace=true)") == (
+        "gaussian_noise",
+        {"sigma": 1.0, "replace": True},
+    )
+    assert parse_call("alie") == ("alie", {})
+    with pytest.raises(ConfigError):
+        parse_call("ipm(epsilon=)")
+    with pytest.raises(ConfigError):
+        parse_call("not a call")
+    assert parse_seeds("3") == (0, 1, 2)
+    assert parse_seeds("0,5,7") == (0, 5, 7)
+    for bad in ("0", "x", "1,1", "-1,2"):
+        with pytest.raises(ConfigError):
+            parse_seeds(bad)
+    assert value_label("attack", "inner_product_manipulation(epsilon=10.0)") == "IPM ε=10"
+    assert value_label("rule", "trimmed_mean") == "Trimmed mean"
+    assert value_label("defence", "secagg(k=10)") == "sec. agg. K=10"
+    a = cell_id({"rule": "krum"}, {"rule": "krum", "clients": 20})
+    b = cell_id({"rule": "krum"}, {"rule": "krum", "clients": 21})
+    assert a.startswith("rule-krum_") and a != b
