@@ -365,6 +365,8 @@ class Demo:
             client=node.name,
             digest=ev.detail.get("digest"),
             num_samples=ev.detail.get("num_samples"),
+            relayed=bool(ev.detail.get("relayed")),
+            **{k: ev.detail[k] for k in ("index", "batch", "batch_size") if k in ev.detail},
         )
 
     def _discard_empty_run_dir(self) -> None:

@@ -77,6 +77,8 @@ class RoundView:
     phases: list[dict[str, Any]] = field(default_factory=list)
     registered: int = 0
     refused: int = 0
+    relayed: int = 0  # registered in a relayer's submitUpdates batch
+    batches: set[int] = field(default_factory=set)  # those batches' first update indices
     attested: dict[str, dict[str, Any]] = field(default_factory=dict)
     attempts: dict[int, AttemptView] = field(default_factory=dict)
     finalized: dict[str, Any] | None = None
@@ -100,6 +102,16 @@ def _verdict_word(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
     return "faulty" if value else "upheld"
+
+
+def registration(rv: RoundView) -> dict[str, int]:
+    """How a round's updates reached the chain: ``relayed`` in ``batches`` relayed
+    ``submitUpdates`` transactions, ``alone`` by the clients' own ``submitUpdate``."""
+    return {
+        "relayed": rv.relayed,
+        "batches": len(rv.batches) if rv.batches else int(rv.relayed > 0),
+        "alone": rv.registered - rv.relayed,
+    }
 
 
 class RunView:
@@ -197,8 +209,13 @@ class RunView:
 
     def _on_update_registered(self, e: dict[str, Any]) -> None:
         rv = self._round_of(e)
-        if rv is not None:
-            rv.registered += 1
+        if rv is None:
+            return
+        rv.registered += 1
+        if e.get("relayed"):
+            rv.relayed += 1
+            if isinstance(e.get("batch"), int):
+                rv.batches.add(e["batch"])
 
     def _on_client_refused(self, e: dict[str, Any]) -> None:
         rv = self._round_of(e)
@@ -548,6 +565,7 @@ class RunView:
                     "phases": rv.phases,
                     "registered": rv.registered or rv.record.get("updates_registered", 0),
                     "refused": rv.refused,
+                    "registration": registration(rv),
                     "attested": rv.attested,
                     "attempts": [
                         {**asdict(av), "outcome": av.outcome}

@@ -2,11 +2,12 @@
 
 A testnet writes no ``events.jsonl``. :class:`NodeLogMapper` (pure) turns each line a node
 process logs (``DIR/logs/NODE.log``, see :mod:`fedchain.node`) into the event kinds of
-:mod:`fedchain.driver.events`: registrations, attestations, submissions (with the node's own
-"faulty" flag), timeouts, challenges, dispute expiry, and the PBFT members' own verdicts,
-decisions and view changes. :class:`ChainWatcher` reads the chain once per new block: the
-round's phase and attempt, the contract's chosen aggregator, stakes and credits, and the
-contract's own event logs for what only the chain settles (``RoundFinalized``,
+:mod:`fedchain.driver.events`: refused registrations, attestations, submissions (with the
+node's own "faulty" flag), timeouts, challenges, dispute expiry, and the PBFT members' own
+verdicts, decisions and view changes. :class:`ChainWatcher` reads the chain once per new
+block: the round's phase and attempt, the contract's chosen aggregator, stakes and credits,
+and the contract's own event logs for what only the chain settles (``UpdatesRegistered``:
+every registered update, in a relayed batch or alone, whoever sent it; ``RoundFinalized``,
 ``DisputeResolved``, ``Slashed``, ``EquivocationSlashed``, ``TaskCompleted``); a finalized
 global model is evaluated on the task's test set as the in-process driver does.
 :class:`TestnetSource` puts both into one :class:`~fedchain.dashboard.model.RunView` and
@@ -92,8 +93,6 @@ class NodeLogMapper:
         attempt = line.get("attempt")
         if action in PROCESS_ACTIONS:
             return [{**base, "kind": "node", "node": node, "action": action}]
-        if action == "submitUpdate":
-            return [{**base, "kind": "update_registered", "client": node}]
         if action == "submitUpdate-refused":
             return [{**base, "kind": "client_refused", "client": node}]
         if action in SIMPLE_ACTIONS:
@@ -174,16 +173,19 @@ def run_started(spec: dict[str, Any], name: str) -> dict[str, Any]:
 class ChainWatcher:
     """Reads a testnet task's chain once per new block and reports what changed as events."""
 
-    def __init__(self, spec: dict[str, Any], mapper: NodeLogMapper) -> None:
-        from web3 import Web3
-
+    def __init__(self, spec: dict[str, Any], mapper: NodeLogMapper, chain: Any = None) -> None:
+        """Watch the task of ``spec`` on ``chain`` (default: its ``rpc_url`` over HTTP)."""
         from adapters.chain import Chain
         from adapters.contract import TaskContract
 
         self.spec = spec
         self.mapper = mapper
-        w3 = Web3(Web3.HTTPProvider(spec["rpc_url"], request_kwargs={"timeout": 5}))
-        self.chain = Chain(w3, [])
+        if chain is None:
+            from web3 import Web3
+
+            w3 = Web3(Web3.HTTPProvider(spec["rpc_url"], request_kwargs={"timeout": 5}))
+            chain = Chain(w3, [])
+        self.chain: Chain = chain
         self.task = TaskContract.at(self.chain, spec["task"])
         self.members = [
             str(n["address"])
@@ -326,10 +328,44 @@ class ChainWatcher:
             t = self._block_time(int(log["blockNumber"])) if catching_up else now
             for ev in self.task.events({"logs": [log]}):
                 self.money_moved |= ev.name in MONEY_EVENTS
+                if ev.name == "UpdatesRegistered":
+                    out += self._registered(ev.args, log, t)
+                    continue
                 for event in self._chain_event(ev.name, ev.args, t, last_round):
                     last_round = event.get("round") or last_round
                     out.append(event)
         return out
+
+    def _registered(self, a: Any, log: Any, t: float) -> list[dict[str, Any]]:
+        """``update_registered`` events of one ``UpdatesRegistered`` event: its updates, in
+        a relayer's ``submitUpdates`` batch or the client's own ``submitUpdate`` (a lone
+        update is relayed when someone else sent its transaction)."""
+        from adapters.records import decode_update_entries
+
+        round_ = int(a["round"])
+        entries = decode_update_entries(int(a["firstIndex"]), bytes(a["entries"]))
+        if not entries:
+            return []
+        relayed = len(entries) > 1
+        if not relayed:
+            sender = self.chain.w3.eth.get_transaction(log["transactionHash"])["from"]
+            relayed = str(sender).lower() != entries[0].client.lower()
+        return [
+            {
+                "t": t,
+                "kind": "update_registered",
+                "round": round_,
+                "client": self.mapper.name(u.client),
+                "digest": u.digest.hex(),
+                "num_samples": u.num_samples,
+                "relayed": relayed,
+                "index": u.index,
+                "batch": entries[0].index,
+                "batch_size": len(entries),
+                "block": int(log["blockNumber"]),
+            }
+            for u in entries
+        ]
 
     def _block_time(self, number: int) -> float:
         return float(self.chain.w3.eth.get_block(number)["timestamp"])

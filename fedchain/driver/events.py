@@ -13,7 +13,11 @@ run_started          name, run_kind, task, chain_id, rounds, clients, rule, aggr
 phase                round, phase (collecting | attesting | aggregating | submitted |
                      disputed | finalized), attempt
 chosen               round, attempt, aggregator, deadline_block
-update_registered    round, client, digest, num_samples
+update_registered    round, client, digest, num_samples, relayed (true: in a relayer's
+                     ``submitUpdates`` batch; false: the client's own ``submitUpdate``);
+                     relayed ones also index (position in the round's update list),
+                     batch, batch_size (the first index and the number of updates their
+                     transaction registered: one ``UpdatesRegistered`` event)
 client_refused       round, client (its submitUpdate was refused)
 aggregate_submitted  round, attempt, aggregator, digest, faulty, behaviour, block, gas
 timeout              round, attempt, aggregator (the laggard), block
