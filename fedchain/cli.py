@@ -432,13 +432,13 @@ def preflight_run(args: argparse.Namespace) -> None:
         load_scenario(path)
 
 
-def cmd_experiment(args: argparse.Namespace) -> int:
+def experiment_spec(args: argparse.Namespace) -> Any:
+    """The grid ``fedchain experiment`` would run (a builtin or a TOML file, --quick and
+    --seeds applied); ``ConfigError`` naming the bad value."""
     from dataclasses import replace
 
     from fedchain.experiments.builtin import BUILTINS, builtin
-    from fedchain.experiments.execute import run_experiment
     from fedchain.experiments.grid import load_grid, parse_seeds
-    from protocol.metrics import Progress
 
     target = args.experiment
     if target in BUILTINS:
@@ -453,9 +453,30 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         )
     if args.seeds is not None:
         spec = replace(spec, seeds=parse_seeds(args.seeds))
-    out = args.out or str(
-        Path("runs") / "experiments" / (spec.name + ("-quick" if args.quick else ""))
-    )
+    return spec
+
+
+def experiment_out(args: argparse.Namespace, spec: Any, runs: str | Path = "runs") -> str:
+    """The experiment's run directory: ``--out``, else ``RUNS/experiments/NAME[-quick]``."""
+    if args.out:
+        return str(args.out)
+    return str(Path(runs) / "experiments" / (spec.name + ("-quick" if args.quick else "")))
+
+
+def preflight_experiment(args: argparse.Namespace) -> None:
+    """What ``fedchain experiment`` refuses before any work: the grid (every cell's values),
+    --seeds and --jobs."""
+    from fedchain.experiments.execute import check_run
+
+    check_run(experiment_spec(args), args.jobs)
+
+
+def cmd_experiment(args: argparse.Namespace) -> int:
+    from fedchain.experiments.execute import run_experiment
+    from protocol.metrics import Progress
+
+    spec = experiment_spec(args)
+    out = experiment_out(args, spec)
     result = run_experiment(
         spec,
         out,
@@ -896,7 +917,7 @@ def _add_experiment_parser(sub: Any) -> None:
     ex.add_argument(
         "--json", action="store_true", help="print per-cell statistics as JSON at the end"
     )
-    ex.set_defaults(func=cmd_experiment)
+    ex.set_defaults(func=cmd_experiment, preflight=preflight_experiment)
 
 
 class OneLineErrorParser(argparse.ArgumentParser):

@@ -10,6 +10,8 @@ stops; the HTML report is self-contained and shows the same numbers. Screenshots
 
 from __future__ import annotations
 
+import csv
+import itertools
 import json
 import shutil
 import struct
@@ -105,6 +107,21 @@ def _check_run_page(page: Any, run: Path) -> None:
         for i in range(gas.count())
     }
     assert bars == {op: float(s["total"]) for op, s in summary["gas_by_operation"].items()}
+    # update registration per round: the count of rounds.jsonl, and the transactions that
+    # carried them (relayed submitUpdates batches, clients' own submitUpdate) add up to the
+    # chain's gas meter
+    batches = alone = 0
+    for record in _rounds(run):
+        row = page.locator(f"#rounds-table tr[data-round='{record['round']}']").first
+        assert int(row.locator(".registered").inner_text()) == record["updates_registered"]
+        how = row.locator(".registration")
+        relayed = int(how.get_attribute("data-relayed"))
+        assert relayed + int(how.get_attribute("data-alone")) == record["updates_registered"]
+        batches += int(how.get_attribute("data-batches"))
+        alone += int(how.get_attribute("data-alone"))
+    ops = summary["gas_by_operation"]
+    assert batches == ops.get("submitUpdates", {}).get("count", 0)
+    assert alone == ops.get("submitUpdate", {}).get("count", 0)
 
 
 def test_run_view_matches_summary_and_shows_the_slashed_aggregator(
@@ -219,6 +236,23 @@ def test_bad_form_input_shows_the_cli_error(
     page.wait_for_function(
         "t => document.querySelector('#form-run .form-error').textContent === t", arg=expected
     )
+    # an experiment that does not exist, and bad --seeds: the CLI's lines again
+    page.click("[data-tab=experiment]")
+    ex_form = page.locator("#form-experiment")
+    _expand(ex_form)
+    for values, argv in [
+        ({"experiment": "nosuch"}, ["experiment", "nosuch"]),
+        ({"experiment": "clients", "seeds": "x"}, ["experiment", "clients", "--seeds", "x"]),
+    ]:
+        expected = _cli_error(capsys, argv)
+        ex_form.locator("input[type=text]").evaluate_all("els => els.forEach(e => e.value = '')")
+        for name, value in values.items():
+            ex_form.locator(f"input[name={name}]").fill(value)
+        ex_form.locator("button[type=submit]").click()
+        page.wait_for_function(
+            "t => document.querySelector('#form-experiment .form-error').textContent === t",
+            arg=expected,
+        )
     assert page.locator("#jobs-table tr[data-job]").count() == 0  # nothing was started
     screenshot(page, "control-panel-bad-input")
     page.close()
@@ -235,6 +269,7 @@ def test_control_panel_starts_a_demo_and_watches_it_complete(
     form.locator("input[name=rounds]").fill("3")
     form.locator("input[name=epochs]").fill("1")
     form.locator("input[name=name]").fill("from-panel")
+    form.locator("input[name=update_batch]").fill("0")  # every client registers alone
     form.locator("button[type=submit]").click()
     page.wait_for_selector("#form-demo .form-ok:not(:empty)")
     link = page.locator("#jobs-table a.run-link").first
@@ -249,6 +284,11 @@ def test_control_panel_starts_a_demo_and_watches_it_complete(
     wait_for(lambda: (run / "summary.json").exists(), 30, "summary.json")
     page.reload()
     _check_run_page(page, run)
+    # --update-batch 0: no relayed batch, every update its client's own transaction
+    shown = page.locator("#rounds-table .registration")
+    assert [shown.nth(i).get_attribute("data-batches") for i in range(shown.count())] == [
+        "0"
+    ] * _summary(run)["rounds_finalized"]
     screenshot(page, "run-view-from-control-panel")
     page.goto(dashboard.url + "control")
     row = page.locator("#jobs-table tr[data-job]").first
@@ -470,6 +510,97 @@ def test_experiment_view_shows_figures_summary_and_cells(
     assert "data:image/png;base64," in out.read_text()
     page.goto(out.as_uri())
     assert page.locator(".figures img").first.evaluate("i => i.naturalWidth") == 64
+    page.close()
+
+
+def _experiment_state(page: Any) -> tuple[str, int, int]:
+    bar = page.locator("#experiment-progress")
+    return (
+        str(bar.get_attribute("data-status")),
+        int(bar.get_attribute("data-done")),
+        int(bar.get_attribute("data-total")),
+    )
+
+
+def _start_experiment(page: Any, dashboard: DashboardProcess, seeds: str) -> None:
+    """Start ``fedchain experiment clients --quick --seeds SEEDS`` from the control panel."""
+    page.goto(dashboard.url + "control")
+    page.click("[data-tab=experiment]")
+    form = page.locator("#form-experiment")
+    _expand(form)
+    form.locator("input[name=experiment]").fill("clients")
+    form.locator("input[name=quick]").check()
+    form.locator("input[name=seeds]").fill(seeds)
+    form.locator("button[type=submit]").click()
+    page.wait_for_selector("#form-experiment .form-ok:not(:empty)")
+
+
+def test_control_panel_runs_an_experiment_with_progress_stop_resume_and_results(
+    dashboard: DashboardProcess, browser: Any, runs: Path
+) -> None:
+    """``fedchain experiment clients --quick`` started from the page: its view follows the
+    units as they finish, a stop leaves it interrupted with its finished units kept, the
+    same command resumes it, and the results shown are those of cells.csv and figures/."""
+    exp = runs / "experiments" / "clients-quick"  # the CLI's default name, under --runs
+    page = browser.new_page()
+    _start_experiment(page, dashboard, "3")
+    link = page.locator("#jobs-table a.run-link", has_text="experiments/clients-quick").first
+    link.wait_for(timeout=120_000)  # once experiment.json exists
+    link.click()
+    page.wait_for_selector("#conn.live")
+    seen: list[tuple[str, int, int]] = []
+
+    def one_done() -> bool:
+        seen.append(_experiment_state(page))
+        return seen[-1][1] >= 1
+
+    wait_for(one_done, 300, "the first finished unit on the page")
+    status, _, total = seen[-1]
+    assert status == "running" and total == 6  # 2 cells x 3 seeds
+    assert all(a[1] <= b[1] for a, b in itertools.pairwise(seen))  # progress never goes back
+    screenshot(page, "experiment-running")
+    # stop it from the control panel: interrupted, the finished units kept
+    page.goto(dashboard.url + "control")
+    row = page.locator("#jobs-table tr[data-state=running]").first
+    pid = int(row.locator("td.num").inner_text())
+    row.locator("button", has_text="stop").click()
+    wait_for(lambda: not pid_alive(pid), 30, f"experiment pid {pid} to exit")
+    meta = json.loads((exp / "experiment.json").read_text())
+    assert meta["status"] == "interrupted" and meta["units_done"] >= 1
+    kept = meta["units_done"]
+    page.goto(dashboard.url + "view/experiments/clients-quick")
+    assert _experiment_state(page) == ("interrupted", kept, 6)
+    # the same command again resumes it and runs to the end
+    _start_experiment(page, dashboard, "3")
+    page.goto(dashboard.url + "view/experiments/clients-quick")
+    page.wait_for_selector("#conn.live")
+    page.wait_for_function(
+        "document.querySelector('#experiment-progress').dataset.status === 'finished'",
+        timeout=600_000,
+    )
+    assert _experiment_state(page) == ("finished", 6, 6)
+    meta = json.loads((exp / "experiment.json").read_text())
+    assert (meta["status"], meta["units_done"], len(meta["runs"])) == ("finished", 6, 2)
+    # the results on the page are the experiment's files
+    page.wait_for_selector(".figures img")
+    pngs = sorted(p.name for p in (exp / "figures").glob("*.png"))
+    captions = page.locator(".figures figcaption").all_inner_texts()
+    assert pngs and sorted(captions) == pngs
+    for i in range(len(pngs)):
+        assert page.locator(".figures img").nth(i).evaluate("i => i.complete && i.naturalWidth") > 0
+    with (exp / "cells.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 6
+    header = page.locator("#cells-table thead th").all_inner_texts()
+    shown = [
+        dict(zip(header, r.locator("td").all_inner_texts(), strict=True))
+        for r in page.locator("#cells-table tbody tr").all()
+    ]
+    assert [(r["cell_id"], r["seed"], r["final_accuracy"]) for r in shown] == [
+        (r["cell_id"], r["seed"], r["final_accuracy"]) for r in rows
+    ]
+    assert page.locator("#experiment-summary table").count() >= 1
+    screenshot(page, "experiment-finished")
     page.close()
 
 

@@ -206,6 +206,28 @@ def test_the_fold_follows_rounds_attempts_disputes_and_stakes() -> None:
     assert s["privacy"] is None
 
 
+def test_the_fold_tells_relayed_batches_from_lone_registrations() -> None:
+    view = RunView()
+    batch = {"relayed": True, "batch_size": 3}
+    view.apply_all(
+        [
+            *[ev(1, "update_registered", round=1, client=f"c{i}", index=i, batch=0, **batch)
+              for i in range(3)],
+            *[ev(2, "update_registered", round=1, client=f"c{i}", index=i, batch=3, **batch)
+              for i in range(3, 6)],
+            ev(3, "update_registered", round=1, client="c6", relayed=False),
+            ev(3, "client_refused", round=1, client="c7"),
+            ev(4, "update_registered", round=2, client="c0"),  # before batching: alone
+        ]
+    )  # fmt: skip
+    r1, r2 = view.snapshot()["rounds"]
+    assert (r1["registered"], r1["refused"]) == (7, 1)
+    assert r1["registration"] == {"relayed": 6, "batches": 2, "alone": 1}
+    assert r2["registration"] == {"relayed": 0, "batches": 0, "alone": 1}
+    html = run_panels(view.snapshot(), "r")["rounds"]
+    assert "6 in 2 batches, 1 alone" in html and "+1 refused" in html
+
+
 def test_the_fold_tolerates_partial_and_unknown_events() -> None:
     view = RunView()
     view.apply_all(
@@ -331,6 +353,10 @@ def test_forms_come_from_the_cli_parser_and_map_back_to_argv() -> None:
         ["demo", "--partition", "weird"],
         ["run", "missing.toml"],
         ["run"],
+        ["experiment", "nosuch"],
+        ["experiment", "missing.toml"],
+        ["experiment", "clients", "--seeds", "0,0"],
+        ["experiment", "clients", "--jobs", "0"],
     ],
 )
 def test_check_command_gives_the_cli_line(argv: list[str], capsys: Any) -> None:
@@ -345,6 +371,60 @@ def test_check_command_gives_the_cli_line(argv: list[str], capsys: Any) -> None:
 def test_check_command_accepts_good_input() -> None:
     assert check_command(["demo", "--clients", "4", "--rounds", "1"]) is None
     assert check_command(["run", str(ROOT / "scenarios" / "agg-noise.toml")]) is None
+    assert check_command(["experiment", "robustness", "--quick", "--seeds", "2"]) is None
+
+
+def test_an_experiment_started_from_the_panel_writes_under_the_runs_directory(
+    tmp_path: Path,
+) -> None:
+    from fedchain.dashboard.app import _with_outputs_under
+    from fedchain.dashboard.jobs import Job
+
+    runs = tmp_path / "runs"
+    argv = _with_outputs_under(["experiment", "clients", "--quick"], runs)
+    assert argv == ["experiment", "clients", "--quick", "--out",
+                    str(runs / "experiments" / "clients-quick")]  # fmt: skip
+    given = ["experiment", "clients", "--out", "elsewhere"]
+    assert _with_outputs_under(given, runs) == given
+    assert _with_outputs_under(["demo"], runs) == ["demo"]
+    log = tmp_path / "job.log"
+    log.write_text("$ fedchain ...\nrun directory: /r/one\n")
+    job = Job("1", argv, 1, 0.0, 1.0, log)
+    assert job.run_dirs() == [str(runs / "experiments" / "clients-quick"), "/r/one"]
+
+
+def test_experiment_progress_counts_units_and_estimates_the_rest() -> None:
+    from fedchain.dashboard.pages import experiment_progress
+
+    meta = {"status": "running", "units_total": 8, "units_done": 2, "runs": [{"jobs": 2}]}
+    p = experiment_progress(meta, [3.0, 5.0], running=2)
+    assert (p["done"], p["total"], p["percent"], p["running"]) == (2, 8, 25.0, 2)
+    assert p["eta_seconds"] == pytest.approx(4.0 * 6 / 2)
+    done = experiment_progress({**meta, "status": "finished", "units_done": 8}, [3.0], 0)
+    assert (done["percent"], done["eta_seconds"], done["running"]) == (100.0, None, 0)
+    # an old or hand-made experiment.json: nothing to count, nothing invented
+    bare = experiment_progress({"units_done": "x", "runs": "?"}, [], 1)
+    assert (bare["status"], bare["done"], bare["total"], bare["eta_seconds"]) == (
+        "unknown", 0, 0, None,
+    )  # fmt: skip
+
+
+def test_summary_images_load_from_the_experiment_and_nothing_external(tmp_path: Path) -> None:
+    from fedchain.dashboard.pages import ExperimentPage, markdown_html
+
+    exp = tmp_path / "exp"
+    (exp / "figures").mkdir(parents=True)
+    (exp / "figures" / "a.png").write_bytes(b"\x89PNG")
+    (tmp_path / "outside.png").write_bytes(b"\x89PNG")
+    page = ExperimentPage(exp, "e")
+    html = markdown_html(
+        "![a](figures/a.png) ![o](../outside.png) ![w](https://x.org/w.png) ![m](missing.png)",
+        page.summary_image,
+    )
+    assert '<img src="/file/e/figures/a.png" alt="a" />' in html
+    assert html.count("<img") == 1 and "x.org" not in html and "outside" not in html
+    inline = ExperimentPage(exp, "e", inline_images=True)
+    assert inline.summary_image("figures/a.png") == "data:image/png;base64,iVBORw=="
 
 
 def _write(path: Path, text: str = "{}") -> None:
@@ -431,8 +511,13 @@ def test_node_logs_map_to_run_events() -> None:
     def kinds(line: dict[str, Any]) -> list[str]:
         return [e["kind"] for e in m.events(line)]
 
-    assert kinds({"node": "client-0", "action": "submitUpdate", "round": 1}) == [
-        "update_registered"
+    # a client's own registration reaches the page from the chain's UpdatesRegistered
+    # event (ChainWatcher), batched or alone; its log line only adds its gas
+    assert kinds({"node": "client-0", "action": "submitUpdate", "round": 1, "gas": 61000}) == [
+        "gas"
+    ]
+    assert kinds({"node": "client-0", "action": "submitUpdate-refused", "round": 1}) == [
+        "client_refused"
     ]
     sub = m.events(
         {"t": 1, "node": "aggregator-0", "action": "submitAggregate", "round": 1, "attempt": 0,
@@ -521,3 +606,50 @@ def test_lane_scale_is_monotonic_and_keeps_every_phase_visible(
     n = len(times) - 1
     floor = min(share, 1 / n) * 800.0
     assert all(b - a >= floor - 1e-6 for a, b in itertools.pairwise(xs))
+
+
+def test_the_chain_watcher_shows_batched_and_lone_registrations(task_factory: Any) -> None:
+    """On a real (embedded) chain: two clients' records relayed in one ``submitUpdates``,
+    one client's own ``submitUpdate``, one record relayed alone; the watcher reads the
+    chain's ``UpdatesRegistered`` events and the fold tells them apart."""
+    from adapters.records import sign_update
+    from fedchain.dashboard.testnet_view import ChainWatcher
+
+    setup = task_factory(n_aggregators=2, n_clients=4, min_updates=4, max_updates=4)
+    task, relayer, clients = setup.task, setup.owner, setup.clients
+
+    def record(i: int) -> Any:
+        index = task.client_index(clients[i].address)
+        assert index is not None
+        return sign_update(clients[i], task.domain_separator, index, 1, bytes([i + 1]) * 32, 10)
+
+    spec = {
+        "task": task.address,
+        "nodes": [
+            *[{"name": f"aggregator-{i}", "role": "aggregator", "index": i, "address": a.address}
+              for i, a in enumerate(setup.aggregators)],
+            *[{"name": f"client-{i}", "role": "client", "index": i, "address": c.address}
+              for i, c in enumerate(clients)],
+        ],
+    }  # fmt: skip
+    watcher = ChainWatcher(spec, NodeLogMapper(spec), chain=setup.chain)
+    try:
+        task.submit_updates(relayer, 1, [record(0), record(1)])
+        task.submit_update(clients[2], 1, b"\x03" * 32, 10)
+        task.submit_updates(relayer, 1, [record(3)])
+        events, status = watcher.poll()
+    finally:
+        watcher.close()
+    registered = [e for e in events if e["kind"] == "update_registered"]
+    assert [(e["client"], e["index"], e["relayed"], e["batch"], e["batch_size"])
+            for e in registered] == [
+        ("client-0", 0, True, 0, 2), ("client-1", 1, True, 0, 2),
+        ("client-2", 2, False, 2, 1), ("client-3", 3, True, 3, 1),
+    ]  # fmt: skip
+    assert registered[2]["digest"] == "03" * 32 and registered[2]["num_samples"] == 10
+    assert status["round"] == 1
+    view = RunView()
+    view.apply_all(events)
+    (r1,) = view.snapshot()["rounds"]
+    assert r1["registered"] == 4
+    assert r1["registration"] == {"relayed": 3, "batches": 2, "alone": 1}

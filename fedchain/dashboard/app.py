@@ -125,12 +125,14 @@ class Dashboard:
         }
 
     def link(self, path: str) -> str | None:
-        """``path`` relative to the runs root, if it is inside it."""
+        """``path`` relative to the runs root, if it is inside it and holds something to
+        show yet (an experiment's directory appears once its first file is written)."""
         try:
             target = Path(path).resolve()
-            return target.relative_to(self.runs.resolve()).as_posix()
+            rel = target.relative_to(self.runs.resolve()).as_posix()
         except (ValueError, OSError):
             return None
+        return rel if discovery.holds_run(target) else None
 
 
 def _state(request: Request) -> Dashboard:
@@ -220,6 +222,7 @@ async def control_page(request: Request) -> Response:
         forms=forms.command_forms(parser),
         labels=COMMAND_LABELS,
         scenarios=dash.scenario_files(),
+        experiments=_experiment_names(),
         runs=str(dash.runs),
         job_timeout=f"{dash.jobs.timeout:g}",
         max_jobs=dash.jobs.max_jobs,
@@ -236,6 +239,12 @@ async def stream_control(request: Request) -> Response:
         return {"panels": await anyio.to_thread.run_sync(dash.control_panels)}
 
     return EventSourceResponse(_panel_stream(request, panels, 0.25), ping=10, send_timeout=30)
+
+
+def _experiment_names() -> list[str]:
+    from fedchain.experiments.builtin import BUILTINS
+
+    return list(BUILTINS)
 
 
 def _parser() -> Any:
@@ -297,6 +306,7 @@ async def api_start_job(request: Request) -> Response:
         problem = await anyio.to_thread.run_sync(_check, argv)
         if problem is not None:
             raise JobError(problem)
+        argv = await anyio.to_thread.run_sync(_with_outputs_under, argv, dash.runs)
         job = dash.jobs.start(argv, checked=True)
     except JobError as exc:
         return JSONResponse({"error": str(exc), "argv": argv}, status_code=400)
@@ -307,6 +317,18 @@ def _check(argv: list[str]) -> str | None:
     from fedchain.cli import check_command
 
     return check_command(argv)
+
+
+def _with_outputs_under(argv: list[str], runs: Path) -> list[str]:
+    """``argv`` (already checked) with an experiment's default ``--out`` under the
+    dashboard's runs directory (``RUNS/experiments/NAME[-quick]``, the CLI's default with
+    RUNS for ``runs``), so the experiment shows up here."""
+    if not argv or argv[0] != "experiment" or "--out" in argv:
+        return argv
+    from fedchain.cli import build_parser, experiment_out, experiment_spec
+
+    args = build_parser().parse_args(argv)
+    return [*argv, "--out", experiment_out(args, experiment_spec(args), runs)]
 
 
 async def api_stop_job(request: Request) -> Response:

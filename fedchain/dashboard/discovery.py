@@ -202,6 +202,8 @@ def experiment_entry(path: Path, rel: str) -> Entry:
     meta = read_json(path / "experiment.json") or {}
     figures = {
         "experiment": meta.get("name"),
+        "units_done": meta.get("units_done"),
+        "units_total": meta.get("units_total"),
         "cells": _count_lines(path / "cells.csv") - 1,
         "figures": len(list((path / "figures").glob("*.png"))),
     }

@@ -57,12 +57,16 @@ class Job:
         return [ln for ln in out if ln.strip()][-lines:]
 
     def run_dirs(self) -> list[str]:
-        """The run directories the command announced ("run directory: PATH")."""
+        """Where the command writes: an experiment's ``--out``, and the run directories a
+        demo or scenario run announced ("run directory: PATH")."""
+        out = []
+        if self.argv[:1] == ["experiment"] and "--out" in self.argv[:-1]:
+            out.append(self.argv[self.argv.index("--out") + 1])
         try:
             text = self.log_path.read_text(encoding="utf-8", errors="replace")
         except OSError:
-            return []
-        return [m.group(1).strip() for ln in text.splitlines() if (m := _RUN_DIR.search(ln))]
+            return out
+        return out + [m.group(1).strip() for ln in text.splitlines() if (m := _RUN_DIR.search(ln))]
 
     def error(self) -> str | None:
         """The CLI's one-line error of a job that exited with status 2 (bad input)."""

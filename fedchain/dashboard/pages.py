@@ -12,6 +12,7 @@ import base64
 import csv
 import io
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from markupsafe import Markup
 from fedchain.dashboard import discovery, render
 from fedchain.dashboard.sources import RunSource, read_json
 from fedchain.dashboard.testnet_view import TestnetSource
+from protocol.errors import ConfigError
 
 
 def views_macro(name: str, *args: Any) -> str:
@@ -208,11 +210,31 @@ class IndexPage(Page):
         return {"runs": self._last or ""}
 
 
-def markdown_html(text: str) -> str:
-    """Markdown as HTML (CommonMark plus tables; raw HTML in the source is escaped)."""
+def markdown_html(text: str, image_src: Callable[[str], str | None] | None = None) -> str:
+    """Markdown as HTML (CommonMark plus tables; raw HTML in the source is escaped).
+
+    ``image_src`` maps each image's relative path (``figures/x.png`` in an experiment's
+    ``summary.md``) to the URL the page can load; an image it maps to None is dropped to
+    its alt text. Absolute and external image URLs are always dropped (offline, no
+    third-party requests)."""
     from markdown_it import MarkdownIt
 
-    return str(MarkdownIt("commonmark", {"html": False}).enable("table").render(text))
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    tokens = md.parse(text)
+    for token in tokens:
+        for child in token.children or []:
+            if child.type != "image":
+                continue
+            src = str(child.attrGet("src") or "")
+            local = src and "://" not in src and not src.startswith(("/", "data:", "//"))
+            url = image_src(src) if local and image_src is not None else None
+            if url is None:
+                child.type, child.tag, child.nesting = "text", "", 0
+                child.content = child.content or src
+                child.children = None
+            else:
+                child.attrSet("src", url)
+    return str(md.renderer.render(tokens, md.options, {}))
 
 
 def read_csv(path: Path, limit: int = 2000) -> tuple[list[str], list[list[str]]]:
@@ -224,8 +246,61 @@ def read_csv(path: Path, limit: int = 2000) -> tuple[list[str], list[list[str]]]
     return (rows[0] if rows else []), rows[1 : limit + 1]
 
 
+def experiment_progress(
+    meta: dict[str, Any], unit_seconds: list[float], running: int = 0
+) -> dict[str, Any]:
+    """How far an experiment is, from its ``experiment.json`` and finished units' seconds.
+
+    ``done``/``total`` units, ``percent``, ``running`` (unit directories without a result
+    yet) and, while it runs, ``eta_seconds``: the mean unit time times the units left over
+    the worker processes of the current invocation (as the CLI's progress line estimates).
+    """
+    total = _count(meta.get("units_total"))
+    done = min(_count(meta.get("units_done")), total) if total else _count(meta.get("units_done"))
+    status = str(meta.get("status") or "unknown")
+    runs = meta.get("runs") if isinstance(meta.get("runs"), list) else []
+    last = runs[-1] if runs and isinstance(runs[-1], dict) else {}
+    jobs = max(1, _count(last.get("jobs")) or 1)
+    left = max(0, total - done)
+    eta = None
+    if status == "running" and unit_seconds and left:
+        eta = sum(unit_seconds) / len(unit_seconds) * left / jobs
+    return {
+        "status": status,
+        "done": done,
+        "total": total,
+        "percent": round(100.0 * done / total, 1) if total else 0.0,
+        "running": running if status == "running" else 0,
+        "eta_seconds": eta,
+        "jobs": jobs,
+    }
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _seconds(header: list[str], rows: list[list[str]], column: str = "unit_seconds") -> list[float]:
+    if column not in header:
+        return []
+    i = header.index(column)
+    out = []
+    for row in rows:
+        try:
+            out.append(float(row[i]))
+        except (IndexError, ValueError):
+            continue
+    return out
+
+
 class ExperimentPage(Page):
-    """An experiment run directory: experiment.json, summary.md, figures, cells.csv, cells."""
+    """An experiment run directory: progress, summary.md, figures, cells.csv, cell runs.
+
+    While the experiment runs, the page follows its progress (units done of the total, the
+    units running now with links to their live run views, an ETA); its results appear as
+    the experiment writes them (``cells.csv`` after each unit, figures and ``summary.md``
+    at the end).
+    """
 
     layout = "wide"
     min_interval = 1.0
@@ -251,15 +326,34 @@ class ExperimentPage(Page):
             stamp.append((p.name, st.st_size, st.st_mtime_ns))
         if (self.path / "cells").is_dir():
             stamp.append(("cells", len(list((self.path / "cells").iterdir())), 0))
+        for unit in self.running_units():  # their live round counts
+            stamp.append((unit.name, *_stat(unit / "events.jsonl")))
         if tuple(stamp) == self._stamp:
             return False
         self._stamp = tuple(stamp)
         return True
 
+    def running_units(self) -> list[Path]:
+        """Unit directories without a ``result.json`` yet (running, or left by a stop)."""
+        return [
+            d
+            for d in sorted((self.path / "cells").glob("*/seed-*"))
+            if d.is_dir() and not (d / "result.json").exists()
+        ]
+
     def image_src(self, png: Path) -> str:
         if self.inline_images:
             return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()
-        return f"/file/{self.rel}/figures/{png.name}"
+        return f"/file/{self.rel}/{png.relative_to(self.path).as_posix()}"
+
+    def summary_image(self, src: str) -> str | None:
+        """The URL of an image ``summary.md`` links relatively (a PNG inside this
+        experiment's directory), else None."""
+        try:
+            png = discovery.resolve_under(self.path, src)
+        except ConfigError:
+            return None
+        return self.image_src(png) if png.suffix.lower() == ".png" and png.is_file() else None
 
     def _render(self) -> dict[str, str]:
         meta = read_json(self.path / "experiment.json") or {}
@@ -271,21 +365,40 @@ class ExperimentPage(Page):
             summary = (self.path / "summary.md").read_text(encoding="utf-8", errors="replace")
         except OSError:
             summary = "*(no summary.md yet)*"
+        running = self.running_units()
+        progress = experiment_progress(meta, _seconds(header, rows), len(running))
+        units = []
+        if progress["status"] == "running" and not self.inline_images:
+            for d in running:
+                rel = f"{self.rel}/{d.relative_to(self.path).as_posix()}"
+                kind = discovery.classify(d)
+                units.append(
+                    discovery.run_entry(d, rel, kind)
+                    if kind in ("demo", "scenario")
+                    else discovery.Entry(rel, "unit", rel, "running", 0.0)
+                )
         panels = {
-            "experiment": views_macro("experiment_meta", meta),
-            "summary": views_macro("markdown", Markup(markdown_html(summary))),
+            "experiment": views_macro("experiment_meta", meta, progress, units),
+            "summary": views_macro("markdown", Markup(markdown_html(summary, self.summary_image))),
             "figures": views_macro("figures", figures),
             "cells": views_macro("csv_table", header, rows, "cells.csv"),
         }
         if not self.inline_images and (self.path / "cells").is_dir():
-            entries = discovery.scan_children(self.path / "cells", f"{self.rel}/cells", depth=1)
+            entries = discovery.scan_children(self.path / "cells", f"{self.rel}/cells", depth=2)
             panels["cell_runs"] = views_macro("runs_list", entries, f"{self.rel}/cells")
         return panels
 
 
+def _stat(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (0, 0)
+    return (st.st_size, st.st_mtime_ns)
+
+
 def open_page(root: Path, rel: str) -> Page:
     """The page of ``root/rel`` by its kind (``ConfigError`` if there is nothing to show)."""
-    from protocol.errors import ConfigError
 
     path = discovery.resolve_under(root, rel)
     rel = path.relative_to(root.resolve()).as_posix() if path != root.resolve() else ""
