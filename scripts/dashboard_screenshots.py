@@ -7,7 +7,10 @@ usage: .venv/bin/python scripts/dashboard_screenshots.py [--out docs]
    ``scenarios/agg-noise.toml``: aggregator-0 submits a noisy aggregate in round 1),
    taken while the round is disputed: the committee's PBFT instance is running, its votes
    arriving, the challenge on the timeline.
-2. ``dashboard-control.png``: the control panel with a demo started from its form, running.
+2. ``dashboard-control.png``: the control panel with a demo started from its form, running,
+   and ``fedchain experiment clients --quick`` started from the Experiment tab.
+3. ``dashboard-experiment.png``: that experiment's view while it runs (units done of the
+   total, the unit running now, the cells finished so far).
 
 Needs anvil (scripts/install_tools.sh) and chromium (scripts/install_browser.sh). Everything
 runs in a temporary directory and is stopped by PID at the end.
@@ -65,11 +68,32 @@ def control_panel(dash: DashboardProcess, browser: object, out: Path) -> None:
     form.locator("button[type=submit]").click()
     page.wait_for_selector("#form-demo .form-ok:not(:empty)")
     page.locator("#jobs-table a.run-link").first.wait_for(timeout=120_000)
-    page.locator("#jobs-table details").first.evaluate("d => d.open = true")
+    page.click("[data-tab=experiment]")
+    ex = page.locator("#form-experiment")
+    ex.locator("input[name=experiment]").fill("clients")
+    ex.locator("input[name=quick]").check()
+    ex.locator("input[name=seeds]").fill("3")
+    ex.locator("button[type=submit]").click()
+    page.wait_for_selector("#form-experiment .form-ok:not(:empty)")
+    link = page.locator("#jobs-table a.run-link", has_text="experiments/").first
+    link.wait_for(timeout=120_000)
     page.wait_for_timeout(1500)
     page.screenshot(path=str(out / "dashboard-control.png"), full_page=True)
     print(f"wrote {out / 'dashboard-control.png'}")
-    page.locator("#jobs-table button", has_text="stop").first.click()
+    link.click()
+    page.wait_for_selector("#conn.live")
+    page.wait_for_function(  # a few units finished, the experiment still running
+        "(() => { const p = document.querySelector('#experiment-progress');"
+        " return p && p.dataset.status === 'running' && +p.dataset.done >= 2; })()",
+        timeout=300_000,
+    )
+    page.screenshot(path=str(out / "dashboard-experiment.png"), full_page=True)
+    print(f"wrote {out / 'dashboard-experiment.png'}")
+    page.goto(dash.url + "control")
+    stop = page.locator("#jobs-table button", has_text="stop")
+    while stop.count():  # the jobs table is re-rendered after each stop
+        stop.first.click()
+        page.wait_for_timeout(1000)
     page.close()
 
 

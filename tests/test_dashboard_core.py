@@ -653,3 +653,22 @@ def test_the_chain_watcher_shows_batched_and_lone_registrations(task_factory: An
     (r1,) = view.snapshot()["rounds"]
     assert r1["registered"] == 4
     assert r1["registration"] == {"relayed": 3, "batches": 2, "alone": 1}
+
+
+def test_the_timeline_marks_every_submission_challenge_timeout_verdict_and_slash() -> None:
+    events = _dispute_run()
+    view = RunView()
+    view.apply_all(events)
+    html = run_panels(view.snapshot(), "r")["timeline"]
+
+    def count(kind: str, **where: Any) -> int:
+        return sum(
+            1 for e in events if e["kind"] == kind and all(e.get(k) == v for k, v in where.items())
+        )
+
+    assert html.count('class="mk mk-faulty"') == count("aggregate_submitted", faulty=True)
+    assert html.count('class="mk mk-submit"') == count("aggregate_submitted", faulty=False)
+    assert html.count('class="mk mk-challenge"') == count("challenge") == 2
+    assert html.count('class="mk mk-timeout"') == count("timeout") == 1
+    assert html.count('class="mk mk-resolved"') == count("dispute_resolved") >= 1
+    assert html.count('class="mk mk-slash"') == count("slashed") == 1

@@ -94,6 +94,16 @@ def test_kill_and_restart_a_testnet_node_from_the_page(tmp_path: Path) -> None:
             stakes = page.locator("#stakes-table tr[data-aggregator='aggregator-0']")
             assert "slashed" in (stakes.get_attribute("class") or "")
             assert page.locator(".dispute[data-round='1']").count() >= 1
+            # registrations come from the chain's UpdatesRegistered events: every testnet
+            # client sends its own submitUpdate, so each update is shown as "alone"
+            for r in range(1, cfg.rounds + 1):
+                row = page.locator(f"#rounds-table tr[data-round='{r}']").first
+                on_chain = len(task.updates(r))
+                assert on_chain > 0
+                assert int(row.locator(".registered").inner_text()) == on_chain
+                how = row.locator(".registration")
+                assert how.get_attribute("data-alone") == str(on_chain)
+                assert how.get_attribute("data-batches") == "0"
             screenshot(page, "testnet-finished")
             page.close()
     finally:

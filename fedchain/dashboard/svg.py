@@ -389,52 +389,46 @@ def timeline(
                     f'<text class="chosen" x="{sx(agg_start - start) + 3:.1f}" y="{y + 16}">'
                     f"{escape(str(a['chosen']))}</text>"
                 )
-            sub = a.get("submission")
-            if sub and isinstance(sub.get("t"), int | float):
-                kind = "faulty" if sub.get("faulty") else "submit"
-                parts.append(
-                    _marker(
-                        kind,
-                        sx(sub["t"] - start),
-                        y + lane - 10,
-                        f"attempt {a['attempt']}: {sub.get('aggregator')} submitted "
-                        f"{'a FAULTY' if sub.get('faulty') else 'an'} aggregate "
-                        f"({sub.get('behaviour') or 'honest'}), block {sub.get('block')}",
-                    )
+            sub = a.get("submission") or {}
+            marks: list[tuple[str, dict[str, Any], str]] = [
+                (
+                    "faulty" if sub.get("faulty") else "submit",
+                    sub,
+                    f"attempt {a['attempt']}: {sub.get('aggregator')} submitted "
+                    f"{'a FAULTY' if sub.get('faulty') else 'an'} aggregate "
+                    f"({sub.get('behaviour') or 'honest'}), block {sub.get('block')}",
                 )
+            ]
             for c in a.get("challenges", []):
-                if isinstance(c.get("t"), int | float):
-                    parts.append(
-                        _marker(
-                            "challenge",
-                            sx(c["t"] - start),
-                            y + lane - 10,
-                            f"{c.get('challenger')} challenged attempt {a['attempt']} "
-                            f"(block {c.get('block')})",
-                        )
-                    )
-            late = a.get("timed_out")
-            if late and isinstance(late.get("t"), int | float):
-                parts.append(
-                    _marker(
-                        "timeout",
-                        sx(late["t"] - start),
-                        y + lane - 10,
-                        f"attempt {a['attempt']}: {late.get('aggregator')} missed its submit "
-                        f"timeout (block {late.get('block')})",
+                marks.append(
+                    (
+                        "challenge",
+                        c,
+                        f"{c.get('challenger')} challenged attempt {a['attempt']} "
+                        f"(block {c.get('block')})",
                     )
                 )
-            res = a.get("resolved")
-            if res and isinstance(res.get("t"), int | float):
-                parts.append(
-                    _marker(
-                        "resolved",
-                        sx(res["t"] - start),
-                        y + lane - 10,
-                        f"PBFT verdict: {res.get('verdict')} ({res.get('signers')} signatures), "
-                        f"block {res.get('block')}",
-                    )
+            late = a.get("timed_out") or {}
+            marks.append(
+                (
+                    "timeout",
+                    late,
+                    f"attempt {a['attempt']}: {late.get('aggregator')} missed its submit "
+                    f"timeout (block {late.get('block')})",
                 )
+            )
+            res = a.get("resolved") or {}
+            marks.append(
+                (
+                    "resolved",
+                    res,
+                    f"PBFT verdict: {res.get('verdict')} ({res.get('signers')} signatures), "
+                    f"block {res.get('block')}",
+                )
+            )
+            for kind, what, text in marks:  # those that happened (they carry a time)
+                if isinstance(what.get("t"), int | float):
+                    parts.append(_marker(kind, sx(what["t"] - start), y + lane - 10, text))
         for s in slashes:
             t = s.get("t")
             if isinstance(t, int | float) and start <= t <= end:
