@@ -344,7 +344,7 @@ class ExperimentPage(Page):
     def image_src(self, png: Path) -> str:
         if self.inline_images:
             return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()
-        return f"/file/{self.rel}/{png.relative_to(self.path).as_posix()}"
+        return f"/file/{self.rel}/{png.resolve().relative_to(self.path.resolve()).as_posix()}"
 
     def summary_image(self, src: str) -> str | None:
         """The URL of an image ``summary.md`` links relatively (a PNG inside this

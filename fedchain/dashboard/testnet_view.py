@@ -201,6 +201,7 @@ class ChainWatcher:
         self.chosen: set[tuple[int, int]] = set()
         self.stakes: tuple[dict[str, Any], int] | None = None
         self.money_moved = False  # a contract event since the last read of the stakes
+        self._block_senders: tuple[int, dict[bytes, str]] = (-1, {})
         # Finalized models are evaluated in a worker process (torch and the test set load
         # there, off this process's GIL), reported later as ``round_evaluated`` events.
         self.pool = ProcessPoolExecutor(
@@ -348,7 +349,7 @@ class ChainWatcher:
             return []
         relayed = len(entries) > 1
         if not relayed:
-            sender = self.chain.w3.eth.get_transaction(log["transactionHash"])["from"]
+            sender = self._senders(int(log["blockNumber"])).get(bytes(log["transactionHash"]))
             relayed = str(sender).lower() != entries[0].client.lower()
         return [
             {
@@ -366,6 +367,19 @@ class ChainWatcher:
             }
             for u in entries
         ]
+
+    def _senders(self, number: int) -> dict[bytes, str]:
+        """Transaction hash -> sender of block ``number`` (one JSON-RPC call per block, kept
+        for the block's other registrations)."""
+        if self._block_senders[0] != number:
+            block = self.chain.w3.eth.get_block(number, full_transactions=True)
+            senders = {
+                bytes(tx["hash"]): str(tx["from"])
+                for tx in block["transactions"]
+                if not isinstance(tx, bytes)  # full transactions, not bare hashes
+            }
+            self._block_senders = (number, senders)
+        return self._block_senders[1]
 
     def _block_time(self, number: int) -> float:
         return float(self.chain.w3.eth.get_block(number)["timestamp"])
