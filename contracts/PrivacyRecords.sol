@@ -4,9 +4,9 @@ pragma solidity ^0.8.24;
 import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {ClientRecords} from "./lib/ClientRecords.sol";
 
-/// @notice What PrivacyRecords reads of its task: a subset of FedChainTask's ABI, mirrored
-///         here (not imported) so that each contract is analysed on its own (Slither cannot
-///         parse two EIP712 contracts in one compilation unit).
+/// @notice What PrivacyRecords reads of its task: the subset of FedChainTask's ABI it calls,
+///         mirrored here (not imported) so that the records contract depends only on the
+///         task's external interface, not on its source.
 interface IFedChainTaskView {
     enum Phase {
         Pending,
