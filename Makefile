@@ -67,6 +67,7 @@ $(SLITHER_STAMP): requirements-slither.lock
 
 slither: setup-node setup-slither
 	$(SLITHER_VENV)/bin/slither contracts/FedChainTask.sol --fail-medium
+	$(SLITHER_VENV)/bin/slither contracts/PrivacyRecords.sol --fail-medium
 
 ## Recompile contracts/*.sol into contracts/build (needs node_modules).
 compile: setup

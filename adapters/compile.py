@@ -30,7 +30,10 @@ NODE_MODULES = REPO_ROOT / "node_modules"
 WRAPPER = REPO_ROOT / "scripts" / "solc_wrapper.js"
 
 #: Source unit name (relative to ``contracts/``) -> contract name, for every deployable.
-MAIN_CONTRACTS: dict[str, str] = {"FedChainTask.sol": "FedChainTask"}
+MAIN_CONTRACTS: dict[str, str] = {
+    "FedChainTask.sol": "FedChainTask",
+    "PrivacyRecords.sol": "PrivacyRecords",
+}
 
 #: Compiler settings; part of the artifact so a settings change shows up as drift.
 SETTINGS: dict[str, Any] = {

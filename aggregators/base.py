@@ -189,6 +189,9 @@ class AggregationRule(ABC):
     param_specs: ClassVar[tuple[ParamSpec, ...]] = ()
     #: True when the rule carries server-optimiser state through ``AggregationInput.state``.
     stateful: ClassVar[bool] = False
+    #: True when the rule depends on the updates only through their mean (the FedAvg
+    #: family): it then runs under secure aggregation or HE, which reveal only the sum.
+    sum_based: ClassVar[bool] = False
     #: One line for ``docs/rules.md`` / ``--help``.
     summary: ClassVar[str] = ""
 

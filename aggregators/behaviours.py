@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from aggregators.execution import RoundResult, execute_round
+from aggregators.private import PrivateInputs
 from aggregators.registry import make_rule
 from protocol.errors import ConfigError
 from protocol.fixedpoint import INT32_MAX, quantise
@@ -43,6 +44,8 @@ class RoundContext:
     updates: Sequence[bytes | None]
     num_samples: Sequence[int]
     honest: RoundResult
+    #: the round's published private context (secure aggregation / HE), else None
+    private: PrivateInputs | None = None
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,9 @@ def _with_params(ctx: RoundContext, params: np.ndarray) -> bytes:
     layout = ctx.manifest.layout
     honest = decode_global_state(layout, ctx.honest.payload)
     clipped = np.clip(params, -INT32_MAX, INT32_MAX).astype(np.int64)
-    return encode_global_state(layout, GlobalState(ctx.round, clipped, honest.opt_state))
+    return encode_global_state(
+        layout, GlobalState(ctx.round, clipped, honest.opt_state, honest.clip_norm)
+    )
 
 
 def _previous_and_honest(ctx: RoundContext) -> tuple[np.ndarray, np.ndarray]:
@@ -102,7 +107,13 @@ def tamper_wrong_rule(ctx: RoundContext, rule: str = "median") -> bytes:
         raise ConfigError(f"wrong_rule needs a rule other than the task's ({rule!r})")
     other = make_rule(rule, {})
     return execute_round(
-        ctx.manifest, ctx.round, ctx.global_payload, ctx.updates, ctx.num_samples, rule=other
+        ctx.manifest,
+        ctx.round,
+        ctx.global_payload,
+        ctx.updates,
+        ctx.num_samples,
+        rule=other,
+        private=ctx.private,
     ).payload
 
 
@@ -113,7 +124,9 @@ def tamper_drop(ctx: RoundContext, k: int = 1) -> bytes:
     kept = list(ctx.updates)
     for i in range(max(0, len(kept) - k), len(kept)):
         kept[i] = None
-    return execute_round(ctx.manifest, ctx.round, ctx.global_payload, kept, ctx.num_samples).payload
+    return execute_round(
+        ctx.manifest, ctx.round, ctx.global_payload, kept, ctx.num_samples, private=ctx.private
+    ).payload
 
 
 def tamper_substitute(ctx: RoundContext, index: int = 0, value: float = 1.0) -> bytes:
@@ -125,7 +138,7 @@ def tamper_substitute(ctx: RoundContext, index: int = 0, value: float = 1.0) -> 
         raise ConfigError("substitute needs at least one registered update")
     forged[index % len(forged)] = encode_update(layout, ctx.round, fake)
     return execute_round(
-        ctx.manifest, ctx.round, ctx.global_payload, forged, ctx.num_samples
+        ctx.manifest, ctx.round, ctx.global_payload, forged, ctx.num_samples, private=ctx.private
     ).payload
 
 

@@ -6,21 +6,50 @@ on-chain for the round (in registration order). It decodes and checks each updat
 the task manifest, excludes invalid ones deterministically (the reason is reported), runs
 the task's rule and encodes the new global state. Same inputs, same bytes, on any machine:
 that is what makes a mismatch proof of a faulty aggregate.
+
+Private rounds (docs/privacy.md) keep that property:
+
+* **secure aggregation / HE** (``--privacy secagg|ddp+secagg|he|ddp+he``): the first step
+  recovers the exact sum of the included updates from published material only
+  (:func:`aggregators.private.private_sum`: unmasking, or combination and the key holder's
+  verified decryption); the rule then runs on the mean (a rule that needs individual
+  updates is refused when the task is configured). Distributed DP converts the noisy
+  integer sum back to model units (:func:`privacy.distributed.decode_mean`). A sum that
+  cannot be recovered (too few shares, a dealer's fault, no valid decryption) carries the
+  model forward with the reason in :attr:`RoundResult.notes`: never a wrong model.
+* **adaptive clipping**: the clip bits of the included updates (plaintext: each update's
+  ``meta/clip_bit``; sum modes: the extra coordinate of the sum) set the next round's clip
+  norm (:func:`privacy.adaptive_clip.next_clip_norm_from_count`), published in the new
+  global state.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from aggregators.base import AggregationInput, AggregationRule
+from aggregators.intmath import div_round_half_even
+from aggregators.private import PrivateInputs, private_sum
 from aggregators.registry import make_rule
+from privacy.adaptive_clip import next_clip_norm_from_count
+from privacy.distributed import decode_mean
+from privacy.spec import PrivacySpec
 from protocol.cid import content_digest
-from protocol.errors import CodecError, RuleParameterError
-from protocol.manifest import TaskManifest
-from protocol.payloads import GlobalState, decode_global_state, decode_update, encode_global_state
+from protocol.errors import CodecError, ConfigError, RuleParameterError
+from protocol.manifest import TaskManifest, canonical_json
+from protocol.payloads import (
+    GlobalState,
+    ModelLayout,
+    decode_global_state,
+    decode_update_bit,
+    encode_global_state,
+)
 
 UNAVAILABLE = "payload unavailable"
 
@@ -36,11 +65,34 @@ class RoundResult:
     excluded: dict[int, str] = field(default_factory=dict)
     selected: tuple[int, ...] | None = None
     carried_forward: bool = False
+    #: privacy details: why a private sum failed, dropped peers, bad shares, clip norms
+    notes: dict[str, Any] = field(default_factory=dict)
 
 
 def rule_for(manifest: TaskManifest) -> AggregationRule:
     """Instantiate the manifest's rule (validating its parameters)."""
     return make_rule(manifest.rule, manifest.rule_params)
+
+
+def privacy_of(manifest: TaskManifest) -> PrivacySpec:
+    """The task's privacy settings from its manifest (parsed once per manifest)."""
+    return _privacy(canonical_json(manifest.privacy))
+
+
+@lru_cache(maxsize=16)
+def _privacy(text: bytes) -> PrivacySpec:
+    import json
+
+    return PrivacySpec.from_manifest(json.loads(text))
+
+
+def round_clip_norm(spec: PrivacySpec, state: GlobalState) -> float:
+    """The clip norm of the round that starts from ``state`` (adaptive: the published one)."""
+    if spec.adaptive_clip:
+        if state.clip_norm is None:
+            raise CodecError("adaptive clipping: the global state carries no clip norm")
+        return state.clip_norm
+    return spec.clip_norm
 
 
 def execute_round(
@@ -50,6 +102,7 @@ def execute_round(
     updates: Sequence[bytes | None],
     num_samples: Sequence[int],
     rule: AggregationRule | None = None,
+    private: PrivateInputs | None = None,
 ) -> RoundResult:
     """Aggregate round ``round_`` exactly as every honest node does.
 
@@ -57,38 +110,55 @@ def execute_round(
     not be fetched). Invalid or unavailable updates are excluded. If fewer valid updates
     remain than the rule needs, the global parameters and optimiser state are carried
     forward unchanged (the round still advances), so a round can never be stalled by
-    malformed client payloads.
+    malformed client payloads. Secure aggregation and HE need ``private`` (the round's
+    published context, see :class:`~aggregators.private.PrivateInputs`).
     """
     if len(updates) != len(num_samples):
         raise ValueError("updates and num_samples differ in length")
-    layout, fmt = manifest.layout, manifest.numeric
+    layout = manifest.layout
+    spec = privacy_of(manifest)
     previous = decode_global_state(layout, global_payload)
     rule = rule if rule is not None else rule_for(manifest)
+    if spec.hides_updates:
+        if private is None:
+            raise ConfigError(f"privacy {spec.mode!r}: the round's private inputs are needed")
+        return _sum_round(manifest, spec, round_, previous, updates, rule, private)
+    return _plain_round(manifest, spec, round_, previous, updates, num_samples, rule)
+
+
+def _plain_round(
+    manifest: TaskManifest,
+    spec: PrivacySpec,
+    round_: int,
+    previous: GlobalState,
+    updates: Sequence[bytes | None],
+    num_samples: Sequence[int],
+    rule: AggregationRule,
+) -> RoundResult:
+    layout, fmt = manifest.layout, manifest.numeric
     rows: list[np.ndarray] = []
     weights: list[int] = []
     included: list[int] = []
     excluded: dict[int, str] = {}
+    ones = 0
     for index, payload in enumerate(updates):
         if payload is None:
             excluded[index] = UNAVAILABLE
             continue
         try:
-            rows.append(decode_update(layout, fmt, round_, payload))
+            row, bit = decode_update_bit(layout, fmt, round_, payload, spec.adaptive_clip)
         except CodecError as exc:
             excluded[index] = f"invalid: {exc}"
             continue
+        rows.append(row)
+        ones += bit or 0
         weights.append(int(num_samples[index]))
         included.append(index)
     selected: tuple[int, ...] | None = None
-    carried = False
-    try:
-        if not rows:
-            raise RuleParameterError("no valid update")
-        rule.check_num_updates(len(rows))
-    except RuleParameterError:
-        carried = True
+    carried = not _enough(rule, len(rows))
+    notes: dict[str, Any] = {}
     if carried:
-        new_state = GlobalState(round_, previous.params, dict(previous.opt_state))
+        new_state = _carry(round_, previous)
     else:
         out = rule.aggregate(
             AggregationInput(
@@ -102,8 +172,113 @@ def execute_round(
         )
         if out.selected is not None:
             selected = tuple(included[i] for i in out.selected)
-        new_state = GlobalState(round_, out.params, dict(out.state))
-    payload = encode_global_state(layout, new_state)
+        clip = _next_clip(spec, previous, ones, len(rows), notes)
+        new_state = GlobalState(round_, out.params, dict(out.state), clip)
+    return _result(layout, round_, new_state, included, excluded, selected, carried, notes)
+
+
+def _sum_round(
+    manifest: TaskManifest,
+    spec: PrivacySpec,
+    round_: int,
+    previous: GlobalState,
+    updates: Sequence[bytes | None],
+    rule: AggregationRule,
+    private: PrivateInputs,
+) -> RoundResult:
+    """A secure-aggregation or HE round: the exact sum, then the rule on the mean."""
+    layout, fmt = manifest.layout, manifest.numeric
+    summed = private_sum(manifest, spec, round_, updates, private)
+    notes = dict(summed.notes)
+    count = len(summed.included)
+    carried = summed.total is None or not _enough(rule, count)
+    if summed.failure is not None:
+        notes["failure"] = summed.failure
+    if carried or summed.total is None:
+        new_state = _carry(round_, previous)
+    else:
+        mean = _mean_delta(spec, summed.total[: layout.size], count, previous, manifest)
+        out = rule.aggregate(
+            AggregationInput(
+                global_params=previous.params,
+                updates=mean[np.newaxis, :].astype(np.int32),
+                num_samples=np.ones(1, dtype=np.int64),
+                state=previous.opt_state,
+                frac_bits=fmt.frac_bits,
+                value_bound=fmt.value_bound,
+            )
+        )
+        ones = int(summed.total[layout.size]) if spec.adaptive_clip else 0
+        clip = _next_clip(spec, previous, ones, count, notes)
+        new_state = GlobalState(round_, out.params, dict(out.state), clip)
+    return _result(
+        layout, round_, new_state, list(summed.included), summed.excluded, None, carried, notes
+    )
+
+
+def _mean_delta(
+    spec: PrivacySpec,
+    total: NDArray[np.int64],
+    count: int,
+    previous: GlobalState,
+    manifest: TaskManifest,
+) -> NDArray[np.int64]:
+    """The fixed-point mean delta of ``count`` included updates from their exact sum
+    (unweighted: under secure aggregation every included client weighs 1)."""
+    fmt = manifest.numeric
+    if spec.distributed:
+        clip = round_clip_norm(spec, previous)
+        return decode_mean(total, count, clip, spec.ddp_scale, fmt.frac_bits, fmt.value_bound)
+    mean = np.asarray(div_round_half_even(total, count), dtype=np.int64)
+    # honest updates are within the bound, so is their mean; anything else saturates
+    return np.clip(mean, -fmt.value_bound, fmt.value_bound)
+
+
+def _enough(rule: AggregationRule, count: int) -> bool:
+    if count < 1:
+        return False
+    try:
+        rule.check_num_updates(count)
+    except RuleParameterError:
+        return False
+    return True
+
+
+def _carry(round_: int, previous: GlobalState) -> GlobalState:
+    """The previous parameters, optimiser state and clip norm, relabelled with this round."""
+    return GlobalState(round_, previous.params, dict(previous.opt_state), previous.clip_norm)
+
+
+def _next_clip(
+    spec: PrivacySpec, previous: GlobalState, ones: int, count: int, notes: dict[str, Any]
+) -> float | None:
+    """The next round's clip norm (adaptive clipping), recorded in ``notes``."""
+    if not spec.adaptive_clip:
+        return None
+    clip = round_clip_norm(spec, previous)
+    updated = next_clip_norm_from_count(
+        clip,
+        ones,
+        count,
+        spec.clip_bit_epsilon,
+        spec.clip_quantile,
+        spec.clip_learning_rate,
+    )
+    notes.update(clip_norm=clip, clip_bits=ones, next_clip_norm=updated)
+    return updated
+
+
+def _result(
+    layout: ModelLayout,
+    round_: int,
+    state: GlobalState,
+    included: Sequence[int],
+    excluded: dict[int, str],
+    selected: tuple[int, ...] | None,
+    carried: bool,
+    notes: dict[str, Any],
+) -> RoundResult:
+    payload = encode_global_state(layout, state)
     return RoundResult(
         round=round_,
         payload=payload,
@@ -112,4 +287,5 @@ def execute_round(
         excluded=excluded,
         selected=selected,
         carried_forward=carried,
+        notes=notes,
     )

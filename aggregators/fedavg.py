@@ -55,6 +55,7 @@ class FedAvg(AggregationRule):
 
     name: ClassVar[str] = "fedavg"
     summary: ClassVar[str] = "numSamples-weighted mean of the deltas"
+    sum_based: ClassVar[bool] = True
 
     def aggregate(self, inp: AggregationInput) -> AggregationOutput:
         # the value bound is checked per block only where exactness needs it (huge weights)

@@ -26,17 +26,19 @@ block (``b + 1`` on an automining chain). So the node submits or challenges only
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from eth_account.signers.local import LocalAccount
 
 from adapters.chain import Chain
 from adapters.contract import Phase, RegisteredUpdate, RoundInfo, TaskContract
+from adapters.round_inputs import fetch_included
 from adapters.storage import ContentStore, PeerStore, get_by_digest, has_digest
 from aggregators.behaviours import HONEST, Behaviour, RoundContext
 from aggregators.execution import RoundResult, execute_round, rule_for
+from aggregators.private import PrivateInputs
 from protocol.cid import content_digest
 from protocol.errors import ContractRevert, FedchainError, StorageError
 from protocol.manifest import TaskManifest
@@ -77,6 +79,19 @@ class _RoundInputs:
     global_payload: bytes
     updates: list[bytes | None]
     num_samples: list[int]
+    private: PrivateInputs | None = None
+
+
+class PrivateSource(Protocol):
+    """What an aggregator of a secure-aggregation or HE task reads beyond the updates
+    (``fedchain.private_view``): whether a payload is valid (what it attests to) and the
+    round's published context for :func:`~aggregators.execution.execute_round`."""
+
+    def valid(self, round_: int, client: str, payload: bytes) -> bool: ...
+
+    def settled(self, round_: int) -> bool: ...
+
+    def inputs(self, round_: int, updates: Sequence[RegisteredUpdate]) -> PrivateInputs: ...
 
 
 class AggregatorNode:
@@ -94,6 +109,7 @@ class AggregatorNode:
         clock: PhaseClock | None = None,
         behaviour: Behaviour = HONEST,
         colluders: frozenset[str] = frozenset(),
+        private: PrivateSource | None = None,
     ) -> None:
         self.name = name
         self.account = account
@@ -106,6 +122,8 @@ class AggregatorNode:
         self.clock = clock or PhaseClock()
         self.behaviour = behaviour
         self.colluders = colluders
+        #: secure aggregation / HE: the round's published context, and payload validity
+        self.private = private
         self.verifications: dict[tuple[int, int], Verification] = {}
         self.withheld: set[tuple[int, int]] = set()
         self.challenged: set[tuple[int, int]] = set()
@@ -152,7 +170,7 @@ class AggregatorNode:
             held = [True] * len(updates)
         else:
             with self.clock.phase(round_, "fetch"):
-                held = [self._pin_from_publisher(u) for u in updates]
+                held = [self._pin_from_publisher(round_, u) for u in updates]
         events = self._try(
             round_,
             "attest",
@@ -163,15 +181,19 @@ class AggregatorNode:
             self.attested.add(round_)  # done, or too late / already done before a restart
         return events
 
-    def _pin_from_publisher(self, update: RegisteredUpdate) -> bool:
-        """Fetch ``update`` from its publisher (the client's node) and pin it; True if held."""
-        if not isinstance(self.store, PeerStore):
-            return has_digest(self.store, update.digest)
+    def _pin_from_publisher(self, round_: int, update: RegisteredUpdate) -> bool:
+        """Fetch ``update`` from its publisher (the client's node) and pin it; True if held.
+
+        Under secure aggregation or HE only a valid payload counts as held: an honest
+        aggregator never helps include a payload whose masks could not be removed."""
         try:
-            self.store.fetch_from(update.digest, [update.client])
+            if isinstance(self.store, PeerStore):
+                payload = self.store.fetch_from(update.digest, [update.client])
+            else:
+                payload = get_by_digest(self.store, update.digest)
         except StorageError:
             return False
-        return True
+        return self.private is None or self.private.valid(round_, update.client, payload)
 
     def _on_disputed(self, round_: int) -> list[AggregatorEvent]:
         info = self.task.round_info(round_)
@@ -201,6 +223,8 @@ class AggregatorNode:
             )
         if chosen.address != self.address or (round_, chosen.attempt) in self.withheld:
             return []
+        if self.private is not None and not self.private.settled(round_):
+            return []  # reveals may still come: the round's inputs are not final yet
         self._crash_here("before-submit", round_)
         result, inputs = self.compute(round_)
         ctx = RoundContext(
@@ -210,6 +234,7 @@ class AggregatorNode:
             inputs.updates,
             inputs.num_samples,
             result,
+            inputs.private,
         )
         publication = self.behaviour.publication(ctx)
         if publication is None:
@@ -234,6 +259,7 @@ class AggregatorNode:
                     "honest": digest == result.digest and publication.available,
                     "included": list(result.included),
                     "excluded": {str(k): v for k, v in result.excluded.items()},
+                    "privacy": result.notes,
                 },
             )
 
@@ -325,46 +351,22 @@ class AggregatorNode:
             key = (round_, global_digest, self.task.update_count(round_), tuple(included))
             if key in self._cache:
                 return self._cache[key]
-            updates = self.task.updates(round_)
             global_payload = get_by_digest(self.store, global_digest)
-            payloads: list[bytes | None] = []
-            attesters: dict[int, list[str]] | None = None
-            for update, take in zip(updates, included, strict=True):
-                if not take:
-                    payloads.append(None)
-                    continue
-                if not isinstance(self.store, PeerStore):
-                    try:
-                        payloads.append(get_by_digest(self.store, update.digest))
-                    except StorageError:
-                        payloads.append(None)
-                    continue
-                if attesters is None:
-                    attesters = self._attesters(round_, len(updates))
-                # no attestation at all (attestWindow 0): any peer that has it
-                sources = attesters.get(update.index) or list(self.store.peers)
-                try:
-                    payloads.append(self.store.fetch_from(update.digest, sources))
-                except StorageError:
-                    if update.index in attesters:
-                        raise  # attested by f + 1: a correct attester will serve it
-                    payloads.append(None)
-        inputs = _RoundInputs(global_payload, payloads, [u.num_samples for u in updates])
+            updates, payloads = fetch_included(self.task, self.store, round_, included=included)
+            private = None if self.private is None else self.private.inputs(round_, updates)
+        inputs = _RoundInputs(global_payload, payloads, [u.num_samples for u in updates], private)
         with self.clock.phase(round_, "aggregate"):
             result = execute_round(
-                self.manifest, round_, global_payload, payloads, inputs.num_samples, rule=self.rule
+                self.manifest,
+                round_,
+                global_payload,
+                payloads,
+                inputs.num_samples,
+                rule=self.rule,
+                private=private,
             )
         self._cache = {key: (result, inputs)}
         return result, inputs
-
-    def _attesters(self, round_: int, count: int) -> dict[int, list[str]]:
-        """Update index -> addresses of the members that attested to holding it."""
-        out: dict[int, list[str]] = {}
-        for member, address in enumerate(self.task.aggregators()):
-            for index, held in enumerate(self.task.attestation(round_, member)[:count]):
-                if held:
-                    out.setdefault(index, []).append(address)
-        return out
 
     def verify(self, round_: int, attempt: int, submitter: str, submitted: bytes) -> Verification:
         """Re-execute round ``round_`` and compare with the submitted digest."""

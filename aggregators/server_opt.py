@@ -94,6 +94,7 @@ class _ServerOpt(AggregationRule):
     caller's state is never mutated."""
 
     stateful: ClassVar[bool] = True
+    sum_based: ClassVar[bool] = True
     state_keys: ClassVar[tuple[str, ...]] = ()
 
     def _initial(self, key: str, n: int) -> NDArray[np.float64]:

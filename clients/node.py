@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from eth_account.signers.local import LocalAccount
@@ -26,8 +26,9 @@ from adapters.contract import Phase, RoundNotOpen, TaskContract
 from adapters.records import SignedUpdate, sign_update
 from adapters.storage import ContentStore, get_by_digest
 from clients.data import Dataset
+from clients.release import Release, client_release
 from clients.training import TrainConfig, TrainResult, derive_seed, train_local
-from privacy.local import noise_generator, privatize
+from privacy.local import noise_generator
 from privacy.spec import PrivacySpec
 from protocol.cid import content_digest
 from protocol.errors import ConfigError, ContractRevert
@@ -45,6 +46,19 @@ PayloadHook = Callable[[int, np.ndarray], bytes]
 PublishHook = Callable[[int, bytes], object]
 #: Where a client hands its signed update record instead of sending ``submitUpdate``.
 RelayHook = Callable[[SignedUpdate], None]
+
+
+class PrivatePayloads(Protocol):
+    """A client's part in secure aggregation or HE (``fedchain.private_view``): whether it
+    takes part in a round (secure aggregation: its mask key is in force), its masked or
+    encrypted payload of an integer release, and the records it publishes itself (keys,
+    reveals) when stepped alone."""
+
+    def takes_part(self, round_: int) -> bool: ...
+
+    def payload(self, client: ClientNode, round_: int, vector: np.ndarray) -> bytes: ...
+
+    def step(self, round_: int) -> list[ClientEvent]: ...
 
 
 @dataclass
@@ -76,6 +90,8 @@ class ClientNode:
         payload_hook: PayloadHook | None = None,
         ready: Callable[[int], bool] | None = None,
         publish: PublishHook | None = None,
+        offline: Callable[[int], bool] | None = None,
+        private: PrivatePayloads | None = None,
     ) -> None:
         self.name = name
         self.account = account
@@ -92,11 +108,16 @@ class ClientNode:
         self.payload_hook = payload_hook
         self.ready = ready
         self.publish = publish
+        #: rounds in which this client is offline (registers nothing: a dropout)
+        self.offline = offline
         self._submitted: set[int] = set()
         self._client_index: int | None = None
         #: the task's privacy settings, read from its manifest (bound on-chain)
         self.privacy = PrivacySpec.from_manifest(manifest.privacy)
-        self._accountant = self.privacy.accountant() if self.privacy.enabled else None
+        self._accountant = self.privacy.accountant() if self.privacy.is_dp else None
+        self._clip_norms: dict[int, float] = {}
+        #: secure aggregation / HE: builds the masked or encrypted payload
+        self.private: PrivatePayloads | None = private
 
     def privacy_allows(self, round_: int) -> bool:
         """False if releasing an update in ``round_`` would overspend the task's target ε
@@ -114,9 +135,14 @@ class ClientNode:
         return bool(coin.random() < self.privacy.sample_rate)
 
     def takes_part(self, round_: int) -> bool:
-        """Whether this client releases an update in ``round_``: within its privacy budget
-        and sampled (always, without privacy)."""
-        return self.privacy_allows(round_) and self.sampled(round_)
+        """Whether this client releases an update in ``round_``: within its privacy budget,
+        sampled, and (secure aggregation) a peer of the round (always, without privacy)."""
+        return (
+            (self.offline is None or not self.offline(round_))
+            and self.privacy_allows(round_)
+            and self.sampled(round_)
+            and (self.private is None or self.private.takes_part(round_))
+        )
 
     def _secret(self) -> bytes:
         return bytes(self.account.key)
@@ -166,25 +192,35 @@ class ClientNode:
         """
         task = self.task
         round_ = task.current_round()
+        done = self.private.step(round_) if self.private is not None else []
         if round_ == 0 or round_ in self._submitted:
-            return []
+            return done
         if task.phase(round_) != Phase.COLLECTING or self.already_submitted(round_):
-            return []
+            return done
         if self.ready is not None and not self.ready(round_):
-            return []  # e.g. an omniscient attacker waiting to see the honest updates
+            return done  # e.g. an omniscient attacker waiting to see the honest updates
         if not self.takes_part(round_):
             self._submitted.add(round_)  # this client sits the round out
-            return [ClientEvent(round_, "skipped", {"reason": self._skip_reason(round_)})]
+            return [*done, ClientEvent(round_, "skipped", {"reason": self._skip_reason(round_)})]
         try:
-            return [self.submit_round(round_)]
+            return [*done, self.submit_round(round_)]
         except ContractRevert as exc:
             # e.g. collection closed while this client trained: the chain says what is left
             # to do, so the refusal is reported and the client re-reads it next step.
             self._submitted.add(round_)
-            return [ClientEvent(round_, "submitUpdate-refused", {"error": exc.error_name})]
+            return [
+                *done,
+                ClientEvent(round_, "submitUpdate-refused", {"error": exc.error_name}),
+            ]
 
     def _skip_reason(self, round_: int) -> str:
-        return "privacy budget exhausted" if not self.privacy_allows(round_) else "not sampled"
+        if self.offline is not None and self.offline(round_):
+            return "offline"
+        if not self.privacy_allows(round_):
+            return "privacy budget exhausted"
+        if not self.sampled(round_):
+            return "not sampled"
+        return "no mask key in force (it posts one for the next round)"
 
     def submit_round(self, round_: int) -> ClientEvent:
         """Train on the current global state and register the update for ``round_``.
@@ -222,21 +258,16 @@ class ClientNode:
         update record goes there instead of a ``submitUpdate`` transaction (action
         ``signedUpdate``; the relayer reports whether it was registered).
         """
-        layout, fmt = self.manifest.layout, self.manifest.numeric
+        layout = self.manifest.layout
         delta = layout.flatten(result.params).astype(np.float64) - layout.flatten(
             global_params
         ).astype(np.float64)
         if self.delta_hook is not None:
             delta = np.asarray(self.delta_hook(round_, delta), dtype=np.float64)
-        if self.privacy.mode == "ldp":
-            # clip and perturb before quantisation (privacy.local); noise from our own key
-            rng = noise_generator(self._secret(), self.task.address, round_)
-            delta, _ = privatize(np.nan_to_num(delta, nan=0.0), self.privacy, rng)
-        q = quantise(np.nan_to_num(delta, nan=0.0), fmt.frac_bits, fmt.value_bound)
         if self.payload_hook is not None:
-            payload = self.payload_hook(round_, q)
+            payload = self.payload_hook(round_, self._hook_vector(round_, delta))
         else:
-            payload = encode_update(layout, round_, q)
+            payload = self.encode_payload(round_, self.release(round_, delta))
         with self.clock.phase(round_, "upload"):
             if self.publish is not None:
                 self.publish(round_, payload)
@@ -256,6 +287,50 @@ class ClientNode:
             self.task.submit_update(self.account, round_, digest, result.num_samples)
         self._submitted.add(round_)
         return ClientEvent(round_, "submitUpdate", detail)
+
+    def release(self, round_: int, delta: np.ndarray) -> Release:
+        """This client's integer release of ``delta`` under the task's privacy mode
+        (:mod:`clients.release`), with noise and clip bit drawn from its own key."""
+        spec, secret, task = self.privacy, self._secret(), self.task.address
+        purpose = "ddp-noise" if spec.distributed else "ldp-noise"
+        return client_release(
+            spec,
+            self.manifest.numeric,
+            delta,
+            self.round_clip_norm(round_),
+            noise_generator(secret, task, round_, purpose),
+            noise_generator(secret, task, round_, "clip-bit"),
+        )
+
+    def _hook_vector(self, round_: int, delta: np.ndarray) -> np.ndarray:
+        """What a payload hook (malformed-payload attack) rewrites: the plaintext release,
+        or the bare fixed-point delta when the honest payload would be masked/encrypted."""
+        if self.privacy.hides_updates:
+            fmt = self.manifest.numeric
+            return quantise(np.nan_to_num(delta, nan=0.0), fmt.frac_bits, fmt.value_bound)
+        return self.release(round_, delta).vector
+
+    def encode_payload(self, round_: int, release: Release) -> bytes:
+        """The round payload of ``release``: plaintext (with the clip bit under adaptive
+        clipping), masked (secure aggregation) or encrypted (HE)."""
+        if not self.privacy.hides_updates:
+            return encode_update(self.manifest.layout, round_, release.vector, release.clip_bit)
+        if self.private is None:
+            raise ConfigError(f"privacy {self.privacy.mode!r}: this client has no private context")
+        return self.private.payload(self, round_, release.vector)
+
+    def round_clip_norm(self, round_: int) -> float:
+        """The clip norm of ``round_``: the task's, or (adaptive clipping) the one the
+        current global state publishes."""
+        if not self.privacy.adaptive_clip:
+            return self.privacy.clip_norm
+        if round_ not in self._clip_norms:
+            digest = self.task.global_model_digest()
+            state = decode_global_state(self.manifest.layout, get_by_digest(self.store, digest))
+            if state.clip_norm is None:
+                raise ConfigError("adaptive clipping: the global state carries no clip norm")
+            self._clip_norms = {round_: state.clip_norm}
+        return self._clip_norms[round_]
 
     def mark_submitted(self, round_: int) -> None:
         """Record that the chain already holds this client's update for ``round_``."""

@@ -21,6 +21,8 @@ examples:
   fedchain demo --partition dirichlet --alpha 0.3 --model cnn
   fedchain demo --rpc-url http://127.0.0.1:8545   # any Ethereum JSON-RPC node (e.g. anvil)
   fedchain demo --privacy ldp --target-epsilon 8  # local DP, noise derived from the budget
+  fedchain demo --privacy ddp+secagg --target-epsilon 4 --clients 20  # recommended privacy
+  fedchain demo --privacy he --clients 5          # Paillier: only the key holder decrypts the sum
 
 outputs: RUN_DIR/summary.json (config, rounds finalized, final accuracy, gas per operation,
 timings) and RUN_DIR/rounds.jsonl (one JSON record per finalized round); the content store
@@ -157,23 +159,28 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
     )
     g = p.add_argument_group(
         "privacy (docs/privacy.md)",
-        "Local DP: each client clips its update and adds noise before quantisation; "
-        "aggregation is unchanged, so re-execution still proves a faulty aggregate. The "
-        "parameters go into the task manifest (hence ruleParamsHash); epsilon after every "
-        "round (dp-accounting) goes to rounds.jsonl and summary.json.",
+        "ldp: each client clips and perturbs its update. secagg: clients mask their updates "
+        "in the 32-bit fixed-point ring (pairwise X25519 masks, Shamir-shared for dropouts); "
+        "aggregators unmask only the sum. he: clients encrypt under the task key holder's "
+        "Paillier key; the key holder publishes a verifiable decryption of the sum. ddp+secagg "
+        "(recommended) and ddp+he add distributed DP: each client adds its Skellam share of "
+        "the noise. Every aggregator still re-executes the round byte for byte from published "
+        "material. The parameters go into the task manifest (hence ruleParamsHash); epsilon "
+        "after every round (dp-accounting) goes to rounds.jsonl and summary.json.",
     )
     g.add_argument(
         "--privacy",
         default=d.privacy,
         metavar="MODE",
-        help="none or ldp; components join with '+' (ddp+secagg and he are designed in "
-        "docs/privacy.md and come in phase 2) (%(default)s)",
+        help="none, ldp, secagg, ddp+secagg, he or ddp+he (components join with '+'; "
+        "nonsense combinations are refused with the reason) (%(default)s)",
     )
     g.add_argument(
         "--dp-mechanism",
         default=d.dp_mechanism,
         choices=["gaussian", "laplace"],
-        help="local noise: gaussian (L2 clip) or laplace (L1 clip) (%(default)s)",
+        help="local noise: gaussian (L2 clip) or laplace (L1 clip); distributed DP uses "
+        "Skellam, the integer analogue of gaussian (%(default)s)",
     )
     g.add_argument(
         "--target-epsilon",
@@ -192,15 +199,70 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
         "--noise-multiplier",
         type=float,
         default=None,
-        help="noise std (Gaussian) or scale (Laplace) divided by the sensitivity 2 x clip-norm "
-        "(default: derived from --target-epsilon)",
+        help="noise std (Gaussian), scale (Laplace) or the sum's Skellam std (ddp) divided by "
+        "the sensitivity (2 x clip-norm; ddp: 2 x ddp-scale) (default: derived from "
+        "--target-epsilon)",
     )
     g.add_argument(
         "--clip-norm",
         type=float,
         default=d.clip_norm,
-        help="each client's update is clipped to this L2 (gaussian) or L1 (laplace) norm "
-        "before noise (%(default)s)",
+        help="each client's update is clipped to this L2 (gaussian, ddp) or L1 (laplace) norm "
+        "before noise; the initial clip norm with --adaptive-clip (%(default)s)",
+    )
+    g.add_argument(
+        "--adaptive-clip",
+        action="store_true",
+        default=d.adaptive_clip,
+        help="set each round's clip norm to track --clip-quantile of the update norms (Andrew "
+        "et al. 2021): clients release an epsilon-DP bit (exponential mechanism), the "
+        "aggregation publishes the next clip norm; the accountant charges the bits",
+    )
+    g.add_argument(
+        "--clip-quantile",
+        type=float,
+        default=d.clip_quantile,
+        help="target quantile of the update norms (%(default)s)",
+    )
+    g.add_argument(
+        "--clip-learning-rate",
+        type=float,
+        default=d.clip_learning_rate,
+        help="geometric step of the clip norm per round (%(default)s)",
+    )
+    g.add_argument(
+        "--clip-bit-epsilon",
+        type=float,
+        default=d.clip_bit_epsilon,
+        help="epsilon of each client's clip bit per round (%(default)s)",
+    )
+    g.add_argument(
+        "--dropout-fraction",
+        type=float,
+        default=d.dropout_fraction,
+        help="secagg/he: fraction of clients a round survives losing; the Shamir threshold is "
+        "ceil((1 - f) x clients), and distributed DP sizes each client's noise share so the "
+        "survivors' sum still carries the full noise (%(default)s)",
+    )
+    g.add_argument(
+        "--ddp-scale",
+        type=int,
+        default=d.ddp_scale,
+        help="distributed DP: integer L2 bound of one client's clipped update in the 32-bit "
+        "ring; too large for --clients is refused (%(default)s)",
+    )
+    g.add_argument(
+        "--reveal-window",
+        type=int,
+        default=d.reveal_window,
+        help="secagg/he: blocks of the reveal phase between attestation and aggregation, when "
+        "clients reveal shares (the HE key holder its decryption) (%(default)s)",
+    )
+    g.add_argument(
+        "--he-key-bits",
+        type=int,
+        default=d.he_key_bits,
+        help="he: Paillier modulus size of the task key holder's key (%(default)s)",
     )
     g.add_argument(
         "--sample-rate",
@@ -370,6 +432,14 @@ def _demo_config(args: argparse.Namespace) -> Any:
         clip_norm=args.clip_norm,
         sample_rate=args.sample_rate,
         budget_policy=args.budget_policy,
+        adaptive_clip=args.adaptive_clip,
+        clip_quantile=args.clip_quantile,
+        clip_learning_rate=args.clip_learning_rate,
+        clip_bit_epsilon=args.clip_bit_epsilon,
+        dropout_fraction=args.dropout_fraction,
+        ddp_scale=args.ddp_scale,
+        he_key_bits=args.he_key_bits,
+        reveal_window=args.reveal_window,
         **_engine_overrides(args),
     )
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from aggregators.registry import make_rule
+from privacy.spec import SUM_MODES
 from protocol.errors import ConfigError, FedchainError
 
 if typing.TYPE_CHECKING:
@@ -59,7 +60,7 @@ class DemoConfig:
     engine: str = "sequential"
     ray_address: str | None = None
     ray_cpus: int | None = None
-    # privacy (docs/privacy.md): --privacy none|ldp (ddp+secagg, he: designed, phase 2)
+    # privacy (docs/privacy.md): --privacy none|ldp|secagg|ddp+secagg|he|ddp+he
     privacy: str = "none"
     dp_mechanism: str = "gaussian"
     target_epsilon: float | None = None
@@ -68,20 +69,42 @@ class DemoConfig:
     clip_norm: float = 1.0
     sample_rate: float = 1.0
     budget_policy: str = "refuse"
+    dropout_fraction: float = 0.3
+    ddp_scale: int = 1 << 16
+    adaptive_clip: bool = False
+    clip_quantile: float = 0.5
+    clip_learning_rate: float = 0.2
+    clip_bit_epsilon: float = 0.5
+    he_key_bits: int = 2048
+    reveal_window: int = 3
 
     def privacy_spec(self) -> PrivacySpec:
-        """The run's privacy settings as given (noise multiplier not yet derived)."""
+        """The run's privacy settings as given (noise multiplier not yet derived). Under
+        distributed DP the noise is Skellam, the integer analogue of ``--dp-mechanism
+        gaussian``."""
         from privacy.spec import PrivacySpec, parse_mode
 
+        mode = parse_mode(self.privacy)
+        mechanism = self.dp_mechanism
+        if "ddp" in mode.split("+") and mechanism == "gaussian":
+            mechanism = "skellam"
         return PrivacySpec(
-            mode=parse_mode(self.privacy),
-            mechanism=self.dp_mechanism,
+            mode=mode,
+            mechanism=mechanism,
             target_epsilon=self.target_epsilon,
             target_delta=self.target_delta,
             noise_multiplier=self.noise_multiplier,
             clip_norm=self.clip_norm,
             sample_rate=self.sample_rate,
             budget_policy=self.budget_policy,
+            num_clients=self.clients if mode in SUM_MODES else None,
+            dropout_fraction=self.dropout_fraction,
+            ddp_scale=self.ddp_scale,
+            adaptive_clip=self.adaptive_clip,
+            clip_quantile=self.clip_quantile,
+            clip_learning_rate=self.clip_learning_rate,
+            clip_bit_epsilon=self.clip_bit_epsilon,
+            reveal_window=self.reveal_window,
         )
 
     # signed update records per submitUpdates batch the in-process fleet relays (0: every
@@ -163,36 +186,37 @@ class DemoConfig:
         self._validate_privacy(bad)
 
     def _validate_privacy(self, bad: typing.Callable[..., ConfigError]) -> None:
-        """Privacy options: each value, then the budget of the planned rounds (refused before
-        any work if it would be overspent, unless --budget-policy stop)."""
+        """Privacy options: each value, each option against the mode that uses it, the rule
+        and the ring against the sum modes, then the budget of the planned rounds (refused
+        before any work if it would be overspent, unless --budget-policy stop)."""
         from privacy.spec import parse_mode
 
         try:
-            parse_mode(self.privacy)
+            mode = parse_mode(self.privacy)
         except ConfigError as exc:
             raise bad("privacy", str(exc).split(": ", 1)[-1]) from exc
+        for key, modes, needs in PRIVACY_OPTIONS:
+            if getattr(self, key) != getattr(DemoConfig, key) and mode not in modes:
+                raise bad(key, f"needs --privacy {needs}")
+        for key in ("clip_quantile", "clip_learning_rate", "clip_bit_epsilon"):
+            if getattr(self, key) != getattr(DemoConfig, key) and not self.adaptive_clip:
+                raise bad(key, "needs --adaptive-clip")
         spec = self.privacy_spec()
-        keys = (
-            "dp_mechanism",
-            "target_epsilon",
-            "target_delta",
-            "noise_multiplier",
-            "clip_norm",
-            "sample_rate",
-            "budget_policy",
-        )
         try:
             spec.validate()
         except ConfigError as exc:
             text = str(exc)
-            key = next((k for k in keys if text.startswith(k + " ")), "privacy")
-            problem = text.split(": ", 1)[-1]
-            raise bad(key, problem) from exc
+            key = next((k for k in PRIVACY_KEYS if text.startswith(k + " ")), "privacy")
+            key = "clients" if key == "num_clients" else key
+            raise bad(key, text.split(": ", 1)[-1]) from exc
+        if self.he_key_bits < 1024:
+            raise bad("he_key_bits", "must be at least 1024 (2048 recommended)")
+        if self.reveal_window < 1:
+            raise bad("reveal_window", "must be at least 1 block")
         if not spec.enabled:
-            given = [k for k in keys if getattr(self, k) != getattr(DemoConfig, k)]
-            if given:
-                raise bad(given[0], "needs --privacy ldp")
             return
+        if spec.hides_updates:
+            self._validate_sum_mode(bad, spec)
         if self.sample_rate < 1 and self.min_updates is None:
             raise bad(
                 "sample_rate",
@@ -203,6 +227,59 @@ class DemoConfig:
             spec.resolve(self.rounds)
         except FedchainError as exc:
             raise bad("target_epsilon", str(exc)) from exc
+
+    def _validate_sum_mode(self, bad: typing.Callable[..., ConfigError], spec: PrivacySpec) -> None:
+        """Secure aggregation / HE: a rule that works on the sum, enough updates per round
+        for the threshold, and (without DP) fixed-point sums that fit the 32-bit ring."""
+        rule = make_rule(self.rule, self.rule_params)
+        if not rule.sum_based:
+            from aggregators.registry import available_rules, get_rule_class
+
+            ok = [r for r in available_rules() if get_rule_class(r).sum_based]
+            raise bad(
+                "rule",
+                f"needs each update, which --privacy {spec.mode} hides (aggregators only see "
+                f"the sum); rules that work on the sum: {ok}",
+            )
+        if self.reveal_window + 2 > self.submit_timeout:
+            raise bad(
+                "reveal_window",
+                f"must leave the aggregator time to submit after it: at most --submit-timeout "
+                f"- 2 = {self.submit_timeout - 2}",
+            )
+        if self.min_updates is not None and self.min_updates < spec.threshold:
+            raise bad(
+                "min_updates",
+                f"below the secure-aggregation threshold {spec.threshold} (= ceil((1 - "
+                f"--dropout-fraction) x --clients)): such a round could never be unmasked",
+            )
+        if not spec.distributed:
+            bound = round(self.clip * 2**self.frac_bits)
+            if self.clients * bound >= 2**31:
+                raise bad(
+                    "clients",
+                    f"{self.clients} updates of |value| <= {bound} (--clip x 2**--frac-bits) "
+                    "can sum past 2**31 and wrap around the 32-bit ring: lower --clip",
+                )
+
+
+#: Privacy options, the modes that use them, and how an error names those modes.
+PRIVACY_OPTIONS = (
+    ("dp_mechanism", ("ldp", "ddp+secagg", "ddp+he"), "ldp, ddp+secagg or ddp+he"),
+    ("target_epsilon", ("ldp", "ddp+secagg", "ddp+he"), "ldp, ddp+secagg or ddp+he"),
+    ("target_delta", ("ldp", "ddp+secagg", "ddp+he"), "ldp, ddp+secagg or ddp+he"),
+    ("noise_multiplier", ("ldp", "ddp+secagg", "ddp+he"), "ldp, ddp+secagg or ddp+he"),
+    ("clip_norm", ("ldp", "ddp+secagg", "ddp+he"), "ldp, ddp+secagg or ddp+he"),
+    ("budget_policy", ("ldp", "ddp+secagg", "ddp+he"), "ldp, ddp+secagg or ddp+he"),
+    ("adaptive_clip", ("ldp", "ddp+secagg", "ddp+he"), "ldp, ddp+secagg or ddp+he"),
+    ("sample_rate", ("ldp",), "ldp"),
+    ("dropout_fraction", SUM_MODES, "secagg, ddp+secagg, he or ddp+he"),
+    ("ddp_scale", ("ddp+secagg", "ddp+he"), "ddp+secagg or ddp+he"),
+    ("he_key_bits", ("he", "ddp+he"), "he or ddp+he"),
+    ("reveal_window", SUM_MODES, "secagg, ddp+secagg, he or ddp+he"),
+)
+PRIVACY_KEYS = (*(k for k, _, _ in PRIVACY_OPTIONS), "clip_quantile", "clip_learning_rate")
+PRIVACY_KEYS = (*PRIVACY_KEYS, "clip_bit_epsilon", "num_clients")
 
 
 #: CLI spelling of the DemoConfig fields whose option name is not ``--field-name``.

@@ -62,8 +62,14 @@ class NodeProcess:
         self.manifest = TaskManifest.from_bytes(get_by_digest(self.store, digest))
         self.node: Any
         self.replica: Any = None
+        from fedchain.private_view import private_views
+
+        # this process's own view of the task's published private material (secagg, HE)
+        self.private_view = private_views(self.task, self.store, self.manifest)
         if self.entry["role"] == "client":
             self._make_client()
+        elif self.entry["role"] == "key-holder":
+            self._make_key_holder()
         else:
             self._make_aggregator()
 
@@ -86,6 +92,41 @@ class NodeProcess:
             build_model(m.model, m.input_shape, m.num_classes, seed=self.cfg.seed),
             TrainConfig(**m.client_training),
             index=index,
+            private=self._client_private(),
+        )
+
+    def _client_private(self) -> Any:
+        from fedchain.private_view import HePayloads, HeView, SecAggClient, SecAggView
+        from privacy.client_keys import ClientSecrets
+
+        view = self.private_view
+        if isinstance(view, SecAggView):
+            registered = self.task.client_index(self.account.address)
+            if registered is None:
+                raise FedchainError(f"{self.name} is not a registered client of the task")
+            secrets = ClientSecrets(bytes(self.account.key), self.task.address, registered)
+            return SecAggClient(view, secrets, self.account)
+        if isinstance(view, HeView):
+            return HePayloads(self.manifest)
+        return None
+
+    def _make_key_holder(self) -> None:
+        from phe import paillier
+
+        from aggregators.key_holder import KeyHolderNode
+        from fedchain.private_view import task_records
+
+        key = self.entry["he_private_key"]
+        public = paillier.PaillierPublicKey(int(key["n"], 16))
+        private = paillier.PaillierPrivateKey(public, int(key["p"], 16), int(key["q"], 16))
+        self.node = KeyHolderNode(
+            self.name,
+            self.account,
+            self.task,
+            task_records(self.task, self.manifest),
+            self.store,
+            self.manifest,
+            private,
         )
 
     def _make_aggregator(self) -> None:
@@ -104,6 +145,7 @@ class NodeProcess:
             self.store,
             self.manifest,
             behaviour=behaviour,
+            private=self.private_view,
         )
         from fedchain.pbft_service import PbftService
 

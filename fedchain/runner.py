@@ -34,7 +34,9 @@ from fedchain.driver.events import EventLog, emit_stakes
 from fedchain.driver.faults import FaultLog
 from fedchain.driver.fleet import ClientFleet
 from fedchain.driver.loop import BlockLoop
+from fedchain.driver.private import PrivateDriver
 from fedchain.driver.records import RoundRecorder, build_summary
+from fedchain.private_view import SecAggView
 from fedchain.scenario import Collusion, Scenario
 from protocol.errors import ConfigError, FedchainError
 from protocol.fixedpoint import dequantise
@@ -100,12 +102,14 @@ class Demo:
 
     # -- set-up ------------------------------------------------------------------------------
 
-    def setup(self) -> None:
-        """Deploy the task and build every node and the committee; then start the task."""
+    def setup(self, start: bool = True) -> None:
+        """Deploy the task and build every node and the committee; then (``start``) run the
+        secure-aggregation key set-up of the in-process clients and start the task."""
         t0 = time.perf_counter()
         cfg = self.cfg
         d = self.deployment = deploy(cfg, self.scenario, self.run_dir)
-        self.privacy, self.privacy_rounds = privacy_plan(cfg)
+        self.privacy_rounds = privacy_plan(cfg)[1]
+        self.privacy = d.privacy  # as the manifest binds it (with the HE public key)
         self.store, self.chain, self.task = d.store, d.chain, d.task
         self.manifest, self.layout = d.manifest, d.layout
         self.agg_accounts, self.client_accounts = d.agg_accounts, d.client_accounts
@@ -178,7 +182,17 @@ class Demo:
         except BaseException:
             self.close()
             raise
-        self.task.start(d.deployer)
+        self.key_holder = d.make_key_holder(self.clock)
+        view = d.private_view()
+        self.private_driver = None
+        if isinstance(view, SecAggView):
+            self.private_driver = PrivateDriver(
+                view, self.clients, d.deployer, self.task, self.events, self.clock
+            )
+        if start:
+            if self.private_driver is not None:
+                self.private_driver.setup()
+            self.task.start(d.deployer)
         self.timings["setup"] = time.perf_counter() - t0
 
     def behaviour(self, index: int) -> Behaviour:
@@ -323,11 +337,12 @@ class Demo:
             self.clock,
             rounds=cfg.rounds,
             max_blocks=cfg.max_blocks,
+            extra=self._private_steps(),
         )
         if self.privacy_rounds < cfg.rounds:
             self.loop.stop_after = self.privacy_rounds
         self.loop.run(lambda r, wall, fin: self._end_round(rounds_file, r, wall, fin))
-        if self.loop.stop_after is not None and self.loop.stalled is None:
+        if self.loop.stop_after is not None and self.loop.stalled is None and self.privacy.is_dp:
             spent = self.privacy.accountant().epsilon(self.privacy_rounds)
             self.progress.line(
                 f"privacy budget spent: epsilon {spent:.4g} after round {self.privacy_rounds} "
@@ -337,15 +352,58 @@ class Demo:
             self.events.emit("privacy_budget_exhausted", round=self.privacy_rounds, epsilon=spent)
         self.stalled = self.loop.stalled
 
+    def _private_steps(self) -> list[Callable[[], bool]]:
+        """The per-block steps of a private task: the clients' records, the key holder."""
+        steps: list[Callable[[], bool]] = []
+        if self.private_driver is not None:
+            steps.append(self.private_driver.step)
+        if self.key_holder is not None:
+            holder = self.key_holder
+
+            def decrypt() -> bool:
+                events = holder.step()
+                for ev in events:
+                    self.events.emit("key_holder", round=ev.round, action=ev.action, **ev.detail)
+                    if ev.action != "publishDecryption":
+                        self.progress.line(f"  key holder, round {ev.round}: {ev.detail}")
+                return bool(events)
+
+            steps.append(decrypt)
+        return steps
+
     def _privacy_line(self) -> str:
         spec = self.privacy
+        hiding = ""
+        if "secagg" in spec.components:
+            hiding = (
+                f"secure aggregation of {spec.num_clients} clients (threshold {spec.threshold}: "
+                "aggregators unmask only the sum)"
+            )
+        elif "he" in spec.components:
+            hiding = (
+                f"Paillier HE for {spec.num_clients} clients (the key holder decrypts only "
+                f"sums of at least {spec.threshold})"
+            )
+        if not spec.is_dp:
+            return f"privacy: {hiding}; no DP noise"
         acc = spec.accountant()
-        kind = "sigma" if spec.mechanism == "gaussian" else "b"
         target = f"target epsilon {spec.target_epsilon:g}, " if spec.target_epsilon else ""
+        clip = f"clip norm {spec.clip_norm:g}" + (" (adaptive)" if spec.adaptive_clip else "")
+        if spec.distributed:
+            noise = (
+                f"distributed DP, Skellam shares (scale {spec.ddp_scale}, noise multiplier "
+                f"{spec.noise_multiplier:.4g}, tolerating {spec.dropout_fraction:g} dropouts) "
+                f"with {hiding}"
+            )
+        else:
+            kind = "sigma" if spec.mechanism == "gaussian" else "b"
+            noise = (
+                f"local DP, {spec.mechanism} noise, noise multiplier "
+                f"{spec.noise_multiplier:.4g} ({kind} {spec.noise_scale:.4g}"
+                + (" at the initial clip norm)" if spec.adaptive_clip else ")")
+            )
         return (
-            f"privacy: local DP, {spec.mechanism} noise, clip norm {spec.clip_norm:g}, noise "
-            f"multiplier {spec.noise_multiplier:.4g} ({kind} {spec.noise_scale:.4g}); "
-            f"{target}epsilon after {self.privacy_rounds} round(s) "
+            f"privacy: {noise}, {clip}; {target}epsilon after {self.privacy_rounds} round(s) "
             f"{acc.epsilon(self.privacy_rounds):.4g} at delta {spec.target_delta:g} ({acc.name})"
         )
 

@@ -24,7 +24,8 @@ A scenario is a TOML file::
     [[client]]                 # malicious clients
     index = 2
     attack = "sign_flip"       # see clients/attacks.py, plus "nan", "wrong_shape", "oversized",
-                               # "publish_some" (params.to = [aggregator indices]), "publish_none"
+                               # "publish_some" (params.to = [aggregator indices]), "publish_none",
+                               # "offline" (registers no update: a dropout)
     params = { scale = 5.0 }
     collusion = "paper"        # omniscient attacks (alie, inner_product_manipulation) only:
                                # paper (default: the colluders send one vector computed from
@@ -67,6 +68,9 @@ CLIENT_PAYLOAD_ATTACKS = ("nan", "wrong_shape", "oversized", "wrong_round")
 #: the aggregators ``params.to`` (committee indices), or to nobody; the client's own node
 #: does not serve it.
 CLIENT_PUBLISH_ATTACKS = ("publish_some", "publish_none")
+#: A dropout: the client registers no update in its active rounds (under secure aggregation
+#: the others' reveals recover its masks).
+CLIENT_OFFLINE = "offline"
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,7 @@ class ClientBehaviour:
                 f"collusion = {self.collusion!r}: must be one of {list(COLLUSION_MODES)}"
             )
 
-        special = CLIENT_PAYLOAD_ATTACKS + CLIENT_PUBLISH_ATTACKS
+        special = (*CLIENT_PAYLOAD_ATTACKS, *CLIENT_PUBLISH_ATTACKS, CLIENT_OFFLINE)
         if self.attack not in CLIENT_ATTACKS and self.attack not in special:
             known = sorted(CLIENT_ATTACKS) + list(special)
             raise ConfigError(f"unknown client attack {self.attack!r}; known: {known}")
@@ -482,8 +486,8 @@ def client_attack_hooks(
     from clients.attacks import CLIENT_ATTACKS, apply_attack
 
     params = dict(attack.params)
-    if attack.attack in CLIENT_PUBLISH_ATTACKS:
-        return data, None, None  # the deployment gives the node a publish hook instead
+    if attack.attack in (*CLIENT_PUBLISH_ATTACKS, CLIENT_OFFLINE):
+        return data, None, None  # the deployment gives the node a publish or offline hook
     if attack.attack in CLIENT_PAYLOAD_ATTACKS:
         kind = attack.attack
 

@@ -165,6 +165,7 @@ def up(
         run_cfg = DemoConfig(
             **{
                 **asdict(cfg),
+                **reveal_timing(cfg, block_time),
                 "rpc_url": anvil.url,
                 "funding_key": anvil.funding_key,
                 "store": store,
@@ -172,7 +173,9 @@ def up(
             }
         )
         demo = Demo(run_cfg, Progress(quiet=True))
-        demo.setup()  # deploy, register, start: the same task a demo would create
+        # deploy and register: the same task a demo would create; a secure-aggregation task
+        # starts once the client processes have registered their keys (below)
+        demo.setup(start=False)
         behaviours = scenario.aggregators if scenario is not None else {}
         nodes = [
             {
@@ -195,6 +198,23 @@ def up(
             }
             for i, a in enumerate(demo.client_accounts)
         ]
+        holder = demo.deployment.key_holder
+        if holder is not None:
+            key = demo.deployment.he_private_key
+            nodes.append(
+                {
+                    "name": "key-holder",
+                    "role": "key-holder",
+                    "index": len(demo.client_accounts),
+                    "address": holder.address,
+                    "key": holder.key.hex(),
+                    "he_private_key": {
+                        "n": format(int(key.public_key.n), "x"),
+                        "p": format(int(key.p), "x"),
+                        "q": format(int(key.q), "x"),
+                    },
+                }
+            )
         spec.update(
             task=demo.task.address,
             chain_id=demo.chain.chain_id,
@@ -213,10 +233,48 @@ def up(
         _spec_path(directory).write_text(json.dumps(spec, indent=2))
         for node in nodes:
             start_node(directory, str(node["name"]), max_seconds=max_seconds)
+        _start_task(demo, spec, max_seconds)
     except BaseException:
         down(directory)
         raise
     return spec
+
+
+#: Seconds a secure-aggregation or HE round's reveal window lasts on the testnet by default:
+#: each client process fetches the included payloads and computes its reveal in it.
+REVEAL_SECONDS = 10.0
+
+
+def reveal_timing(cfg: DemoConfig, block_time: float) -> dict[str, int]:
+    """A reveal window of :data:`REVEAL_SECONDS` (unless ``--reveal-window`` was given) and
+    a submit timeout that still leaves the aggregator ``--submit-timeout`` blocks after it."""
+    from privacy.spec import SUM_MODES, parse_mode
+
+    if parse_mode(cfg.privacy) not in SUM_MODES or cfg.reveal_window != DemoConfig.reveal_window:
+        return {}
+    window = max(cfg.reveal_window, int(-(-REVEAL_SECONDS // block_time)))
+    return {"reveal_window": window, "submit_timeout": cfg.submit_timeout + window}
+
+
+#: Seconds ``up`` waits for the client processes' secure-aggregation keys before it starts
+#: the task with whoever registered (a client that comes later joins from a later round).
+KEY_SETUP_TIMEOUT = 180.0
+
+
+def _start_task(demo: Any, spec: dict[str, Any], max_seconds: float | None) -> None:
+    """Start the task: at once, or (secure aggregation) once every client process has
+    registered its encryption key and its first key record, or after the timeout."""
+    from adapters.privacy_records import MASK_KEY
+
+    view = demo.deployment.private_view()
+    if demo.private_driver is not None and view is not None:
+        wanted = len(demo.client_accounts)
+        deadline = time.monotonic() + min(KEY_SETUP_TIMEOUT, max_seconds or KEY_SETUP_TIMEOUT)
+        while time.monotonic() < deadline:
+            if len(view.records.first_payloads(0, MASK_KEY)) >= wanted:
+                break
+            time.sleep(spec.get("block_time", 1.0))
+    demo.task.start(demo.deployment.deployer)
 
 
 def restart_chain(directory: Path, downtime: float = 0.0) -> dict[str, Any]:

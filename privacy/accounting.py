@@ -15,7 +15,9 @@ are the library's.
   mechanism with integer L1/L2 sensitivities Δ₁, Δ₂ and variance μ is (α, ε(α))-RDP with
   ``ε(α) ≤ αΔ₂²/2μ + min(((2α−1)Δ₂² + 6Δ₁)/4μ², 3Δ₁/2μ)`` for integer α > 1 (Agarwal,
   Kairouz & Liu 2021). Each branch of the min is an (ξ, ρ)-zCDP bound; each is composed by
-  the RDP accountant (integer orders only) and the smaller resulting ε is reported.
+  the RDP accountant (integer orders only, replace-one neighbours) and the smaller
+  resulting ε is reported. The clip bit is composed as binary randomised response
+  (``RandomizedResponseDpEvent``, exact RDP).
 
 **Sampling is public on fedchain.** Who registered an update in a round is on-chain, so
 privacy amplification by subsampling does not hold against anyone who reads the chain.
@@ -26,6 +28,7 @@ hidden (``sampling_hidden``), and reports both figures where they differ.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from importlib import metadata
@@ -47,6 +50,8 @@ __all__ = [
 MECHANISMS = ("gaussian", "laplace")
 #: PLD discretisation: pessimistic rounding, so reported epsilons are upper bounds.
 PLD_DISCRETIZATION = 1e-3
+#: The smallest noise multiplier calibration considers (a budget it affords gets this).
+MIN_NOISE_MULTIPLIER = 0.05
 #: Integer Rényi orders: the Skellam bound is proven for integer α > 1.
 RDP_ORDERS = tuple(range(2, 257))
 
@@ -197,10 +202,12 @@ class Accountant:
         )
         best = math.inf
         for event in bounds:
-            acc = rdp.RdpAccountant(orders=list(RDP_ORDERS))
+            # replace-one neighbours: participation is public on-chain (docs/privacy.md)
+            acc = rdp.RdpAccountant(
+                orders=list(RDP_ORDERS), neighboring_relation=rdp.NeighborRel.REPLACE_ONE
+            )
             if self.release.bit_epsilon > 0:
-                # a pure ε-DP bit is (0, ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4)
-                acc.compose(dp_event.ZCDpEvent(rho=self.release.bit_epsilon**2 / 2), rounds)
+                acc.compose(_clip_bit_event(self.release.bit_epsilon), rounds)
             acc.compose(event, rounds)
             best = min(best, float(acc.get_epsilon(self.delta)))
         return best
@@ -245,6 +252,17 @@ class Accountant:
         return [self.epsilon(t) for t in range(1, rounds + 1)]
 
 
+def _clip_bit_event(epsilon: float) -> Any:
+    """The ε-DP clip bit as dp-accounting's binary randomised response: with probability
+    ``q = 2/(1 + e^ε)`` a uniform bit, else the truth (so the truth has probability
+    ``e^ε/(1 + e^ε)``, :mod:`privacy.adaptive_clip`); its RDP is computed exactly."""
+    from dp_accounting import dp_event
+
+    return dp_event.RandomizedResponseDpEvent(
+        noise_parameter=2.0 / (1.0 + math.exp(epsilon)), num_buckets=2
+    )
+
+
 def require_budget(
     release: RoundRelease, delta: float, rounds: int, target_epsilon: float
 ) -> float:
@@ -270,13 +288,16 @@ def calibrate_noise_multiplier(
     sampling_hidden: bool = False,
     bit_epsilon: float = 0.0,
     relative_tolerance: float = 1e-3,
+    release_for: Callable[[float], RoundRelease] | None = None,
 ) -> float:
     """The smallest noise multiplier (to ``relative_tolerance``) whose ``rounds`` rounds
     stay within ``target_epsilon`` at ``delta`` according to the accountant.
 
     Bisection in log space over the accountant's ε (monotone in the noise). The result is
     always on the safe side: its ε is at most the target. A budget the clip bit alone
-    overspends raises :class:`PrivacyBudgetError`.
+    overspends raises :class:`PrivacyBudgetError`. ``release_for(z)`` builds the release of
+    a multiplier when it is not a plain ``RoundRelease(mechanism, z, ...)`` (Skellam: the
+    integer sensitivities and variance follow from z and the scale).
     """
     target = check_epsilon(target_epsilon, "target_epsilon")
     check_delta(delta)
@@ -284,19 +305,27 @@ def calibrate_noise_multiplier(
         raise ConfigError(f"rounds {rounds!r}: must be at least 1")
 
     def eps(z: float) -> float:
-        release = RoundRelease(mechanism, z, sample_rate, sampling_hidden, bit_epsilon)
+        if release_for is not None:
+            release = release_for(z)
+        else:
+            release = RoundRelease(mechanism, z, sample_rate, sampling_hidden, bit_epsilon)
         return Accountant(release, delta).epsilon(rounds)
 
-    lo, hi = 1e-3, 1.0
+    hi = 1.0
     while eps(hi) > target:
-        lo, hi = hi, hi * 4
+        hi *= 4
         if hi > 1e7:
             raise PrivacyBudgetError(
                 f"target epsilon {target:g} at delta {delta:g} cannot be met over {rounds} "
                 f"rounds by any noise (the clip bit alone spends it?)"
             )
-    if eps(lo) <= target:
-        return lo
+    lo = hi / 4
+    # walk down only as far as needed: a privacy-loss distribution of a tiny noise
+    # multiplier has a huge support (and such a budget is no protection anyway)
+    while lo > MIN_NOISE_MULTIPLIER and eps(lo) <= target:
+        hi, lo = lo, lo / 4
+    if lo <= MIN_NOISE_MULTIPLIER:
+        return hi
     while hi / lo > 1 + relative_tolerance:
         mid = math.sqrt(lo * hi)
         if eps(mid) > target:

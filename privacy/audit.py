@@ -13,24 +13,31 @@ it (beyond the stated failure probability); an accountant that is, is wrong.
 :mod:`privacy.local` (each canary is one client releasing ``±C·e`` for ``rounds`` rounds, the
 worst-case neighbouring pair at distance ``2C``), so the test suite can compare the
 empirical lower bound with the accountant's ε for the same spec.
+:func:`audit_distributed_mechanism` does the same for distributed DP: each canary is one
+client's integer release (:func:`privacy.distributed.encode_client`) inside a securely
+aggregated sum whose other members the auditor knows exactly (the strongest adversary), with
+exactly the threshold number of noise shares (the least noise the accountant assumes).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
 
+from privacy.distributed import encode_client
 from privacy.local import privatize
-from privacy.mechanisms import check_delta
+from privacy.mechanisms import check_delta, skellam_noise
 from privacy.spec import PrivacySpec
 from protocol.errors import ConfigError
 
 __all__ = [
     "AuditResult",
+    "audit_distributed_mechanism",
     "audit_local_mechanism",
     "epsilon_lower_bound",
     "one_run_audit",
@@ -127,6 +134,51 @@ def audit_local_mechanism(
     """Audit ``spec``'s local-DP release: canary ``i`` releases ``S_i·C·e`` (``S_i = ±1`` by a
     fair coin) through :func:`privacy.local.privatize` once per round; the score is
     ``Σ_t ⟨y_t, e⟩``; the ``guess_fraction`` most extreme scores on each side are guessed."""
+
+    def release(x: np.ndarray) -> float:
+        y, _ = privatize(x, spec, rng)
+        return float(y[0])
+
+    return _canary_audit(spec, canaries, rounds, rng, release, dim, guess_fraction, confidence)
+
+
+def audit_distributed_mechanism(
+    spec: PrivacySpec,
+    canaries: int,
+    rounds: int,
+    rng: np.random.Generator,
+    *,
+    dim: int = 16,
+    guess_fraction: float = 0.1,
+    confidence: float = 0.95,
+) -> AuditResult:
+    """Audit ``spec``'s distributed-DP release: canary ``i`` is one client releasing
+    ``encode_client(S_i·C·e)`` (``S_i = ±1``) into a sum with the noise shares of ``t − 1``
+    other survivors (their updates known to the auditor, so subtracted); the score is the
+    first coordinate of the sum, over ``rounds`` rounds."""
+    params = spec.ddp()
+    others = (params.threshold - 1) * params.client_variance
+
+    def release(x: np.ndarray) -> float:
+        own, _ = encode_client(x, spec.clip_norm, params, rng)
+        noise = skellam_noise(1, others, rng)[0] if others > 0 else 0
+        return float(own[0] + noise)
+
+    return _canary_audit(spec, canaries, rounds, rng, release, dim, guess_fraction, confidence)
+
+
+def _canary_audit(
+    spec: PrivacySpec,
+    canaries: int,
+    rounds: int,
+    rng: np.random.Generator,
+    release: Callable[[np.ndarray], float],
+    dim: int,
+    guess_fraction: float,
+    confidence: float,
+) -> AuditResult:
+    """Canary ``i`` holds ``S_i·C·e`` with ``e`` the first basis vector of R^dim; its score
+    is the sum over ``rounds`` of ``release``'s first coordinate; then the one-run audit."""
     if canaries < 2 or rounds < 1:
         raise ConfigError("need at least 2 canaries and 1 round")
     direction = np.zeros(dim)
@@ -136,7 +188,6 @@ def audit_local_mechanism(
     for i in range(canaries):
         x = (1.0 if signs[i] else -1.0) * spec.clip_norm * direction
         for _ in range(rounds):
-            y, _ = privatize(x, spec, rng)
-            scores[i] += float(y @ direction)
+            scores[i] += release(x)
     k = max(1, int(guess_fraction * canaries))
     return one_run_audit(scores, signs, k, k, spec.target_delta, confidence)

@@ -27,6 +27,7 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import gmpy2
 import numpy as np
 from numpy.typing import NDArray
 from phe import paillier
@@ -38,9 +39,11 @@ __all__ = [
     "PackingSpec",
     "combine",
     "decrypt_sum",
+    "decrypted_total",
     "encrypt_update",
     "generate_keypair",
     "load_public_key",
+    "payload_shape",
     "public_key_bytes",
     "verify_decryption",
 ]
@@ -235,9 +238,31 @@ def decrypt_sum(
     phi = (int(private_key.p) - 1) * (int(private_key.q) - 1)
     n_inv = pow(n, -1, phi)
     plaintexts = tuple(int(private_key.raw_decrypt(c)) for c in cts)
-    randomness = tuple(pow(c % n, n_inv, n) for c in cts)
+    randomness = tuple(int(gmpy2.powmod(c % n, n_inv, n)) for c in cts)
     total = _unpack(plaintexts, dim, summands, spec, spec.slots(pk))
     return total, DecryptionProof(plaintexts, randomness)
+
+
+def payload_shape(
+    data: bytes, public_key: paillier.PaillierPublicKey, spec: PackingSpec
+) -> tuple[int, int]:
+    """``(dimension, summands)`` of a packed payload, every field checked (:class:`HEError`)."""
+    dim, summands, _ = _decode(data, public_key, spec)
+    return dim, summands
+
+
+def decrypted_total(
+    combined: bytes,
+    public_key: paillier.PaillierPublicKey,
+    spec: PackingSpec,
+    proof: DecryptionProof,
+) -> NDArray[np.int64] | None:
+    """The sum a verified decryption opens ``combined`` to, or None if the proof fails."""
+    dim, summands, cts = _decode(combined, public_key, spec)
+    if len(proof.plaintexts) != len(cts) or len(proof.randomness) != len(cts):
+        return None
+    total = _unpack(proof.plaintexts, dim, summands, spec, spec.slots(public_key))
+    return total if verify_decryption(combined, public_key, spec, total, proof) else None
 
 
 def verify_decryption(
@@ -255,7 +280,7 @@ def verify_decryption(
     for c, m, r in zip(cts, proof.plaintexts, proof.randomness, strict=True):
         if not (0 <= m < n and 0 < r < n):
             return False
-        if (1 + n * m) * pow(r, n, nsq) % nsq != c:
+        if (1 + n * m) * int(gmpy2.powmod(r, n, nsq)) % nsq != c:
             return False
     expected = _unpack(proof.plaintexts, dim, summands, spec, spec.slots(public_key))
     return bool(np.array_equal(np.asarray(total, dtype=np.int64), expected))

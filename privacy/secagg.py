@@ -35,6 +35,8 @@ import hashlib
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import pairwise
 
 import numpy as np
 from cryptography.exceptions import InvalidTag
@@ -57,12 +59,14 @@ __all__ = [
     "Reveal",
     "UnmaskResult",
     "deal_shares",
+    "deal_shares_to",
     "expand_mask",
     "generate_keys",
     "make_reveal",
     "mask_update",
     "new_self_mask",
     "open_share",
+    "open_share_from",
     "pairwise_seed",
     "unmask_sum",
 ]
@@ -73,6 +77,39 @@ MASK_KEY = "mask-key"
 RING = np.uint32  # Z_2^32: the fixed-point ring (int32 two's complement)
 _DOMAIN = b"fedchain-secagg-v1"
 RandomBytes = Callable[[int], bytes]
+
+
+_CIPHERTEXT_BYTES = 32 + 16  # a 32-byte share under ChaCha20-Poly1305 (tag 16)
+
+
+class _Reader:
+    """Strict little-endian reader of canonical secagg bytes (domain prefix first)."""
+
+    def __init__(self, data: bytes, what: str) -> None:
+        if not isinstance(data, bytes | bytearray) or bytes(data[: len(_DOMAIN)]) != _DOMAIN:
+            raise SecAggError(f"{what}: bad magic (not fedchain secagg bytes)")
+        self.data = bytes(data)
+        self.offset = len(_DOMAIN)
+        self.what = what
+
+    @property
+    def remaining(self) -> int:
+        return len(self.data) - self.offset
+
+    def take(self, n: int) -> bytes:
+        if self.remaining < n:
+            raise SecAggError(f"{self.what}: truncated")
+        out = self.data[self.offset : self.offset + n]
+        self.offset += n
+        return out
+
+    def u32(self) -> int:
+        value: int = struct.unpack("<I", self.take(4))[0]
+        return value
+
+    def end(self) -> None:
+        if self.remaining:
+            raise SecAggError(f"{self.what}: {self.remaining} trailing bytes")
 
 
 def _kdf(secret: bytes, *info: object, length: int = 32) -> bytes:
@@ -104,6 +141,15 @@ class KeyBundle:
     @property
     def digest(self) -> bytes:
         return hashlib.sha256(self.to_bytes()).digest()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> KeyBundle:
+        """Parse :meth:`to_bytes` (:class:`SecAggError` if malformed)."""
+        reader = _Reader(data, "key bundle")
+        index = reader.u32()
+        enc_pk, mask_pk = reader.take(32), reader.take(32)
+        reader.end()
+        return cls(index, enc_pk, mask_pk)
 
 
 @dataclass(frozen=True)
@@ -206,13 +252,21 @@ class DealtShares:
     commitments: tuple[bytes, ...]
     secret_commitment: bytes
 
+    @cached_property
+    def _positions(self) -> dict[int, int]:
+        return {r: i for i, r in enumerate(self.recipients)}
+
     def position(self, recipient: int) -> int:
-        try:
-            return self.recipients.index(recipient)
-        except ValueError:
+        pos = self._positions.get(recipient)
+        if pos is None:
             raise SecAggError(
                 f"client {recipient} holds no share of {self.dealer}'s {self.purpose}"
-            ) from None
+            )
+        return pos
+
+    def holds(self, recipient: int) -> bool:
+        """Whether ``recipient`` was dealt a share."""
+        return recipient in self._positions
 
     def to_bytes(self) -> bytes:
         """Canonical bytes (what a client publishes; its digest can go on-chain)."""
@@ -224,6 +278,39 @@ class DealtShares:
             for r, c, m in zip(self.recipients, self.ciphertexts, self.commitments, strict=True)
         )
         return _DOMAIN + head + self.secret_commitment + body
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> DealtShares:
+        """Parse :meth:`to_bytes` strictly: known purpose, recipients strictly increasing,
+        threshold within 1..recipients, every field its exact size, no trailing bytes."""
+        reader = _Reader(data, "dealt shares")
+        dealer, round_, threshold, count = reader.u32(), reader.u32(), reader.u32(), reader.u32()
+        purpose = reader.take(16).rstrip(b"\0").decode("ascii", errors="replace")
+        if purpose not in (SELF_MASK, MASK_KEY):
+            raise SecAggError(f"dealt shares: unknown purpose {purpose!r}")
+        commitment = reader.take(32)
+        if count > reader.remaining // (4 + _CIPHERTEXT_BYTES + 32):
+            raise SecAggError(f"dealt shares: {count} recipients do not fit the payload")
+        recipients, ciphertexts, commitments = [], [], []
+        for _ in range(count):
+            recipients.append(reader.u32())
+            ciphertexts.append(reader.take(_CIPHERTEXT_BYTES))
+            commitments.append(reader.take(32))
+        reader.end()
+        if any(b <= a for a, b in pairwise(recipients)):
+            raise SecAggError("dealt shares: recipients are not strictly increasing")
+        if not 1 <= threshold <= count:
+            raise SecAggError(f"dealt shares: threshold {threshold} outside 1..{count}")
+        return cls(
+            dealer,
+            purpose,
+            round_,
+            threshold,
+            tuple(recipients),
+            tuple(ciphertexts),
+            tuple(commitments),
+            commitment,
+        )
 
 
 def deal_shares(
@@ -237,10 +324,34 @@ def deal_shares(
     random_bytes: RandomBytes,
 ) -> DealtShares:
     """Shamir-share ``secret`` among ``peers`` (every registered client), encrypted to each."""
+    return deal_shares_to(
+        secret,
+        purpose,
+        dealer,
+        {p.index: p.enc_pk for p in peers},
+        threshold,
+        task,
+        round_,
+        random_bytes,
+    )
+
+
+def deal_shares_to(
+    secret: int,
+    purpose: str,
+    dealer: ClientKeys,
+    enc_keys: Mapping[int, bytes],
+    threshold: int,
+    task: str,
+    round_: int,
+    random_bytes: RandomBytes,
+) -> DealtShares:
+    """Shamir-share ``secret`` among the clients of ``enc_keys`` (index -> enc public key),
+    each share encrypted to its holder; the dealer always keeps a share too."""
     if purpose not in (SELF_MASK, MASK_KEY):
         raise ConfigError(f"purpose {purpose!r}: must be {SELF_MASK!r} or {MASK_KEY!r}")
-    by_index = {p.index: p for p in peers}
-    by_index.setdefault(dealer.index, dealer.bundle)  # the dealer keeps a share too
+    by_index = dict(enc_keys)
+    by_index.setdefault(dealer.index, dealer.bundle.enc_pk)  # the dealer keeps a share too
     recipients = sorted(by_index)
     if not 1 <= threshold <= len(recipients):
         raise ConfigError(f"threshold {threshold!r}: must be in 1..{len(recipients)} (clients)")
@@ -249,7 +360,7 @@ def deal_shares(
     for recipient, share in zip(recipients, shares, strict=True):
         aead, ad = _channel(
             dealer.enc_secret,
-            by_index[recipient].enc_pk,
+            by_index[recipient],
             purpose,
             task,
             round_,
@@ -274,10 +385,17 @@ def open_share(
     dealt: DealtShares, me: ClientKeys, dealer_bundle: KeyBundle, task: str
 ) -> int | None:
     """Decrypt my share of ``dealt``; None if it does not decrypt or open its commitment."""
+    return open_share_from(dealt, me, dealer_bundle.enc_pk, task)
+
+
+def open_share_from(
+    dealt: DealtShares, me: ClientKeys, dealer_enc_pk: bytes, task: str
+) -> int | None:
+    """:func:`open_share` given only the dealer's encryption public key."""
     pos = dealt.position(me.index)
     aead, ad = _channel(
         me.enc_secret,
-        dealer_bundle.enc_pk,
+        dealer_enc_pk,
         dealt.purpose,
         task,
         dealt.round,
@@ -342,6 +460,34 @@ class Reveal:
             + part(self.mask_key_shares)
         )
 
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Reveal:
+        """Parse :meth:`to_bytes` strictly (dealers strictly increasing, shares < P)."""
+        reader = _Reader(data, "reveal")
+        revealer, round_ = reader.u32(), reader.u32()
+
+        def part() -> dict[int, int]:
+            count = reader.u32()
+            if count > reader.remaining // 36:
+                raise SecAggError(f"reveal: {count} shares do not fit the payload")
+            out: dict[int, int] = {}
+            last = -1
+            for _ in range(count):
+                dealer = reader.u32()
+                share = int.from_bytes(reader.take(32), "big")
+                if dealer <= last:
+                    raise SecAggError("reveal: dealers are not strictly increasing")
+                if share >= shamir.FIELD_PRIME:
+                    raise SecAggError("reveal: a share is not a field element")
+                out[dealer] = share
+                last = dealer
+            return out
+
+        selfs = part()
+        keys = part()
+        reader.end()
+        return cls(revealer, round_, selfs, keys)
+
 
 def make_reveal(
     me: ClientKeys,
@@ -365,7 +511,7 @@ def make_reveal(
         else:
             dealt = mask_keys.get(dealer)
             target = keys
-        if dealt is None or me.index not in dealt.recipients:
+        if dealt is None or not dealt.holds(me.index):
             continue
         share = open_share(dealt, me, bundles[dealer], task)
         if share is not None:
@@ -392,7 +538,7 @@ def _recover(
     points = []
     for rev in sorted(reveals, key=lambda r: r.revealer):
         shares = getattr(rev, attr)
-        if dealt.dealer not in shares or rev.revealer not in dealt.recipients:
+        if dealt.dealer not in shares or not dealt.holds(rev.revealer):
             continue
         share = shares[dealt.dealer]
         pos = dealt.position(rev.revealer)
@@ -499,7 +645,7 @@ def _valid_count(dealt: DealtShares, reveals: Sequence[Reveal], attr: str, task:
     count = 0
     for rev in reveals:
         shares = getattr(rev, attr)
-        if dealt.dealer in shares and rev.revealer in dealt.recipients:
+        if dealt.dealer in shares and dealt.holds(rev.revealer):
             share = shares[dealt.dealer]
             expected = _share_commitment(
                 dealt.purpose, dealt.dealer, rev.revealer, task, dealt.round, share

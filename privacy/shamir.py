@@ -11,6 +11,7 @@ interpolation at 0; ``t − 1`` shares are independent of ``s`` (uniform in the 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 from protocol.errors import ConfigError
 
@@ -52,7 +53,16 @@ def split(
 
 
 def lagrange_at_zero(xs: Sequence[int]) -> list[int]:
-    """Lagrange coefficients ``λ_i`` with ``f(0) = Σ λ_i f(x_i)`` for distinct nonzero ``xs``."""
+    """Lagrange coefficients ``λ_i`` with ``f(0) = Σ λ_i f(x_i)`` for distinct nonzero ``xs``.
+
+    Cached by the point set: unmasking a round reconstructs every secret from the same first
+    ``t`` revealers, so the O(t²) coefficients are computed once per round, not per secret.
+    """
+    return list(_lagrange(tuple(xs)))
+
+
+@lru_cache(maxsize=64)
+def _lagrange(xs: tuple[int, ...]) -> tuple[int, ...]:
     if len(set(xs)) != len(xs) or any(not 0 < x < FIELD_PRIME for x in xs):
         raise ConfigError("share indices must be distinct and nonzero")
     out = []
@@ -63,7 +73,7 @@ def lagrange_at_zero(xs: Sequence[int]) -> list[int]:
                 num = num * xj % FIELD_PRIME
                 den = den * (xj - xi) % FIELD_PRIME
         out.append(num * pow(den, -1, FIELD_PRIME) % FIELD_PRIME)
-    return out
+    return tuple(out)
 
 
 def combine(points: Sequence[tuple[int, int]]) -> int:

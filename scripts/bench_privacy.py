@@ -9,7 +9,12 @@ counts of the protocol; those cells are marked ``*`` (extrapolated). The K = 10,
 row of secagg is also measured end to end (all clients masked, dealt, revealed and
 unmasked) to check the extrapolation. Bytes are exact for every cell.
 
-    .venv/bin/python scripts/bench_privacy.py [--quick]
+With ``--e2e`` it also runs the same small task end to end through the in-process driver
+(embedded chain, per-node stores, 4 aggregators, digits MLP) once per mode — none, ldp,
+secagg, ddp+secagg, he, ddp+he — and prints the mean wall time of a round, the seconds of
+its main phases and the gas per round, side by side.
+
+    .venv/bin/python scripts/bench_privacy.py [--quick] [--e2e] [--e2e-clients K]
 """
 
 from __future__ import annotations
@@ -138,10 +143,66 @@ def he_units(bits: int) -> tuple[he.PackingSpec, dict[str, float], object]:
     )
 
 
+E2E_MODES: tuple[tuple[str, dict[str, object]], ...] = (
+    ("none", {}),
+    ("ldp", {"privacy": "ldp", "target_epsilon": 8.0}),
+    ("secagg", {"privacy": "secagg"}),
+    ("ddp+secagg", {"privacy": "ddp+secagg", "target_epsilon": 8.0}),
+    ("he", {"privacy": "he"}),
+    ("ddp+he", {"privacy": "ddp+he", "target_epsilon": 8.0}),
+)
+
+
+def end_to_end(clients: int, rounds: int, out: str) -> None:
+    """One small task per mode through the in-process driver: round time, phases, gas."""
+    from fedchain.runner import DemoConfig, run_demo
+    from protocol.metrics import Progress
+
+    print(
+        f"\n# end to end: {clients} clients, 4 aggregators, {rounds} rounds, digits MLP "
+        "(4,810 parameters), 1 local epoch, embedded chain; seconds per round (mean)"
+    )
+    print(
+        "| mode | round s | train | register | fetch + aggregate + verify | gas / round "
+        "| accuracy |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    base: float | None = None
+    for mode, extra in E2E_MODES:
+        cfg = DemoConfig(
+            clients=clients,
+            aggregators=4,
+            rounds=rounds,
+            epochs=1,
+            out=out,
+            name=f"bench-{mode.replace('+', '-')}",
+            **extra,  # type: ignore[arg-type]
+        )
+        summary = run_demo(cfg, Progress(quiet=True)).summary
+        phases = summary["timings"]["phases"]
+        done = max(1, summary["rounds_finalized"])
+        wall = (summary["timings"]["total"] - summary["timings"]["setup"]) / done
+        base = wall if base is None else base
+        compute = sum(phases.get(k, 0.0) for k in ("fetch", "aggregate", "verify", "oracle"))
+        print(
+            f"| {mode} | {wall:.2f} ({wall / base:.1f}x) | {phases.get('train', 0.0) / done:.2f}"
+            f" | {phases.get('register', 0.0) / done:.2f} | {compute / done:.2f} | "
+            f"{summary['total_gas'] // done:,} | {summary['final_accuracy']:.4f} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="d = 1e4 only")
+    parser.add_argument("--e2e", action="store_true", help="also run each mode end to end")
+    parser.add_argument("--e2e-only", action="store_true", help="only the end-to-end table")
+    parser.add_argument("--e2e-clients", type=int, default=10, help="clients of the e2e task")
+    parser.add_argument("--e2e-rounds", type=int, default=3, help="rounds of the e2e task")
+    parser.add_argument("--out", default="runs/bench-privacy", help="e2e run directories")
     args = parser.parse_args()
+    if args.e2e_only:
+        end_to_end(args.e2e_clients, args.e2e_rounds, args.out)
+        return
     dims = [10**4] if args.quick else [10**4, 10**6]
     ks = [10, 100, 1000]
     spec, hu, _ = he_units(2048)
@@ -185,6 +246,8 @@ def main() -> None:
         "graph, mask keys rotated every round, 30 % dropouts). Bonawitz et al. 2017 report "
         "1.73x expansion at 2^10 users and 2^20 dimensions (16-bit values)."
     )
+    if args.e2e:
+        end_to_end(args.e2e_clients, args.e2e_rounds, args.out)
 
 
 if __name__ == "__main__":

@@ -68,8 +68,8 @@ def test_check_cli_detects_drift(
     monkeypatch.setattr(fcompile, "BUILD_DIR", tmp_path)
     monkeypatch.setattr(fcompile, "REPO_ROOT", tmp_path.parent)
     target = tmp_path / "FedChainTask.json"
-
-    target.write_text(json.dumps(fresh["FedChainTask"]), encoding="utf-8")
+    for name, artifact in fresh.items():  # every deployable (the task, its privacy records)
+        (tmp_path / f"{name}.json").write_text(json.dumps(artifact), encoding="utf-8")
     assert fcompile.main(["--check"]) == 0
     assert "up to date" in capsys.readouterr().out
 

@@ -14,6 +14,7 @@ from protocol.payloads import (
     ModelLayout,
     decode_global_state,
     decode_update,
+    decode_update_bit,
     encode_global_state,
     encode_update,
 )
@@ -121,3 +122,31 @@ def test_manifest_round_trip_and_digest_binds_every_field() -> None:
     assert changed.digest != m.digest
     with pytest.raises(ConfigError):
         TaskManifest.from_bytes(b'{"version": 1}')
+
+
+def test_clip_bit_travels_with_the_update_and_only_0_or_1_is_accepted() -> None:
+    layout = ModelLayout.from_spec([("w", (2, 3))])
+    fmt = NumericFormat(16, 1000)
+    delta = np.arange(6) - 3
+    data = encode_update(layout, 4, delta, clip_bit=1)
+    got, bit = decode_update_bit(layout, fmt, 4, data, clip_bit=True)
+    assert bit == 1 and np.array_equal(got, delta)
+    with pytest.raises(CodecError, match="missing"):  # a task with adaptive clipping needs it
+        decode_update_bit(layout, fmt, 4, encode_update(layout, 4, delta), clip_bit=True)
+    with pytest.raises(CodecError, match="extra"):  # and a task without refuses it
+        decode_update(layout, fmt, 4, data)
+    with pytest.raises(CodecError, match="must be 0 or 1"):
+        decode_update_bit(layout, fmt, 4, encode_update(layout, 4, delta, -1), clip_bit=True)
+
+
+def test_global_state_carries_the_clip_norm() -> None:
+    layout = ModelLayout.from_spec([("w", (3,))])
+    state = GlobalState(2, np.array([1, 2, 3]), {}, clip_norm=0.625)
+    data = encode_global_state(layout, state)
+    assert decode_global_state(layout, data).clip_norm == 0.625
+    without = encode_global_state(layout, GlobalState(2, np.array([1, 2, 3])))
+    assert decode_global_state(layout, without).clip_norm is None
+    assert without != data  # the clip norm is bound into the digest
+    for bad in (0.0, -1.0, float("inf")):
+        with pytest.raises(CodecError, match="clip norm"):
+            encode_global_state(layout, GlobalState(2, np.array([1, 2, 3]), {}, clip_norm=bad))

@@ -125,8 +125,10 @@ def test_modes_parse_canonically_and_refuse_nonsense() -> None:
     for bad, match in [("ddp", "secure aggregation"), ("ldp+he", "local DP"), ("tee", "unknown")]:
         with pytest.raises(ConfigError, match=match):
             parse_mode(bad)
-    with pytest.raises(ConfigError, match="not built yet"):
-        PrivacySpec(mode="ddp+secagg", target_epsilon=1.0).validate()
+    with pytest.raises(ConfigError, match="dp_mechanism 'gaussian'"):
+        PrivacySpec(mode="ddp+secagg", target_epsilon=1.0, num_clients=5).validate()
+    with pytest.raises(ConfigError, match="at least 2 clients"):
+        PrivacySpec(mode="ddp+secagg", mechanism="skellam", target_epsilon=1.0).validate()
 
 
 def test_manifest_round_trip() -> None:

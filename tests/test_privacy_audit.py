@@ -8,7 +8,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from privacy.audit import audit_local_mechanism, epsilon_lower_bound, p_value
+from privacy.audit import (
+    audit_distributed_mechanism,
+    audit_local_mechanism,
+    epsilon_lower_bound,
+    p_value,
+)
 from privacy.spec import PrivacySpec
 
 
@@ -28,6 +33,24 @@ def test_an_under_noised_mechanism_is_caught() -> None:
     spec, _ = PrivacySpec(mode="ldp", target_epsilon=1.0).resolve(1)
     broken = replace(spec, noise_multiplier=spec.noise_multiplier / 10)  # claims epsilon 1
     result = audit_local_mechanism(broken, 1000, 1, np.random.default_rng(7))
+    assert result.epsilon_lower_bound > spec.accountant().epsilon(1) * 2
+
+
+@pytest.mark.parametrize("target", [1.0, 4.0, 8.0])
+def test_distributed_dp_empirical_epsilon_is_below_the_accountants(target: float) -> None:
+    spec, _ = PrivacySpec(
+        mode="ddp+secagg", mechanism="skellam", target_epsilon=target, num_clients=10
+    ).resolve(1)
+    result = audit_distributed_mechanism(spec, 1000, 1, np.random.default_rng(11))
+    assert 0 < result.epsilon_lower_bound <= spec.accountant().epsilon(1)
+
+
+def test_an_under_noised_distributed_mechanism_is_caught() -> None:
+    spec, _ = PrivacySpec(
+        mode="ddp+secagg", mechanism="skellam", target_epsilon=1.0, num_clients=10
+    ).resolve(1)
+    broken = replace(spec, noise_multiplier=(spec.noise_multiplier or 1.0) / 10)
+    result = audit_distributed_mechanism(broken, 1000, 1, np.random.default_rng(11))
     assert result.epsilon_lower_bound > spec.accountant().epsilon(1) * 2
 
 

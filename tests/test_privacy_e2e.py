@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from adapters.storage import LocalStore, get_by_digest, has_digest
 from fedchain.cli import main
 from fedchain.driver.deployment import task_manifest
 from fedchain.runner import Demo, DemoConfig, federated_data
 from fedchain.scenario import load_scenario
+from privacy.adaptive_clip import next_clip_norm_from_count
 from privacy.spec import PrivacySpec
-from protocol.payloads import ModelLayout
+from protocol.payloads import ModelLayout, decode_global_state
 
 SCENARIOS = Path(__file__).parent.parent / "scenarios"
 
@@ -24,6 +27,15 @@ def small(tmp_path: Path, **kw: object) -> DemoConfig:
     )
     base.update(kw)
     return DemoConfig(**base)  # type: ignore[arg-type]
+
+
+def _layout(cfg: DemoConfig) -> ModelLayout:
+    from clients.models import build_model, param_spec
+
+    train, _, _ = federated_data(cfg)
+    return ModelLayout.from_spec(
+        param_spec(build_model(cfg.model, train.input_shape, train.num_classes, seed=cfg.seed))
+    )
 
 
 def _records(run_dir: Path) -> list[dict]:
@@ -125,7 +137,46 @@ def test_faulty_aggregate_under_ldp_is_rejected_as_in_plaintext(tmp_path: Path) 
         ),
         (["--privacy", "ldp", "--target-epsilon", "1", "--clip-norm", "-1"], "--clip-norm -1.0"),
         (["--privacy", "tee"], "--privacy 'tee'"),
-        (["--privacy", "ddp+secagg", "--target-epsilon", "1"], "not built yet"),
+        (["--privacy", "ddp"], "needs secure aggregation or HE"),
+        (["--privacy", "secagg+he"], "pick one"),
+        (["--privacy", "ldp+secagg"], "combine nothing"),
+        (["--privacy", "ddp+secagg"], "give a target"),
+        (["--privacy", "secagg", "--rule", "median"], "--rule 'median': needs each update"),
+        (["--privacy", "he", "--rule", "trimmed_mean"], "rules that work on the sum"),
+        (
+            ["--privacy", "secagg", "--rule", "krum", "--rule-param", "f=1"],
+            "--rule 'krum': needs each update",
+        ),
+        (["--privacy", "he", "--rule", "bulyan", "--rule-param", "f=1"], "needs each update"),
+        (["--privacy", "ddp+secagg", "--target-epsilon", "4", "--rule", "median"], "median"),
+        (
+            ["--privacy", "secagg", "--reveal-window", "9"],
+            "--reveal-window 9: must leave the aggregator time to submit",
+        ),
+        (["--privacy", "secagg", "--clients", "1"], "needs at least 2 clients"),
+        (["--privacy", "secagg", "--min-updates", "2"], "below the secure-aggregation threshold"),
+        (["--privacy", "secagg", "--clip", "4000"], "wrap around the 32-bit ring"),
+        (["--privacy", "secagg", "--dropout-fraction", "1"], "--dropout-fraction 1.0"),
+        (["--privacy", "secagg", "--sample-rate", "0.5"], "--sample-rate 0.5: needs --privacy ldp"),
+        (["--privacy", "secagg", "--adaptive-clip"], "--adaptive-clip True: needs --privacy ldp"),
+        (
+            ["--privacy", "ddp+secagg", "--target-epsilon", "1", "--ddp-scale", "1"],
+            "--ddp-scale 1: must be an integer >= 2",
+        ),
+        (
+            ["--privacy", "ddp+secagg", "--target-epsilon", "1", "--dp-mechanism", "laplace"],
+            "uses ['skellam']",
+        ),
+        (
+            ["--privacy", "ldp", "--target-epsilon", "1", "--clip-quantile", "0.9"],
+            "needs --adaptive-clip",
+        ),
+        (
+            ["--privacy", "ldp", "--target-epsilon", "1", "--dropout-fraction", "0.1"],
+            "needs --privacy secagg",
+        ),
+        (["--privacy", "he", "--he-key-bits", "512"], "--he-key-bits 512: must be at least 1024"),
+        (["--privacy", "secagg", "--he-key-bits", "4096"], "needs --privacy he"),
         (["--target-epsilon", "1"], "needs --privacy ldp"),
         (["--privacy", "ldp", "--target-epsilon", "1", "--noise-multiplier", "0.1"], "affords 0"),
     ],
@@ -168,3 +219,39 @@ def test_client_sampling_is_reported_without_amplification(tmp_path: Path) -> No
     p = s["privacy"]
     assert p["sample_rate"] == 0.5
     assert p["epsilon_if_sampling_hidden"] < p["epsilon_spent"] <= 4.0
+
+
+@pytest.mark.slow
+def test_adaptive_clipping_sets_each_rounds_clip_norm(tmp_path: Path) -> None:
+    cfg = small(
+        tmp_path,
+        rounds=3,
+        privacy="ldp",
+        target_epsilon=20.0,
+        adaptive_clip=True,
+        clip_norm=0.3,
+        clip_bit_epsilon=1.0,
+    )
+    result = Demo(cfg).run()
+    assert result.summary["all_rounds_finalized"]
+    records = [r["privacy"] for r in _records(result.run_dir)]
+    assert records[0]["clip_norm"] == 0.3
+    for prev, nxt in itertools.pairwise(records):
+        assert nxt["clip_norm"] == prev["next_clip_norm"]  # set by the previous aggregation
+    for rec in records:  # every node recomputes it from the published count of 1-bits
+        assert rec["next_clip_norm"] == next_clip_norm_from_count(
+            rec["clip_norm"], rec["clip_bits"], 4, 1.0, 0.5, 0.2
+        )
+    # the clip norm is part of the finalized global state, hence of its on-chain digest
+    final = bytes.fromhex(_records(result.run_dir)[-1]["digest"])
+    payload = next(
+        get_by_digest(LocalStore(d), final)
+        for d in (result.run_dir / "store").iterdir()
+        if has_digest(LocalStore(d), final)
+    )
+    train, _, _ = federated_data(cfg)
+    layout = task_manifest(cfg, train, _layout(cfg)).layout
+    assert decode_global_state(layout, payload).clip_norm == records[-1]["next_clip_norm"]
+    p = result.summary["privacy"]
+    assert p["adaptive_clip"] == {"target_quantile": 0.5, "learning_rate": 0.2, "bit_epsilon": 1.0}
+    assert p["epsilon_spent"] <= 20.0

@@ -115,3 +115,40 @@ def test_testnet_faulty_aggregator_and_kill_restart(tmp_path: Path) -> None:
     # Same code, same bytes: the embedded in-process run ends in the same global model.
     embedded = Demo(replace(cfg, rpc_url=None, store=None, funding_key=None)).run().summary
     assert embedded["final_model_digest"] == final["global_model_digest"]
+
+
+def test_testnet_runs_ddp_with_secure_aggregation_across_processes(tmp_path: Path) -> None:
+    """Six client processes mask Skellam-noised updates, register their keys and reveal
+    their shares on-chain themselves; four aggregator processes unmask the sum from that
+    published material alone, and a noisy aggregate is rejected through PBFT over TCP."""
+    has_anvil, has_ipfs = _tools()
+    if not has_anvil:
+        message = "anvil not installed: run scripts/install_tools.sh (make setup)"
+        if os.environ.get("FEDCHAIN_REQUIRE_REALNET") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    scenario = load_scenario(SCENARIOS / "secagg-agg-noise.toml")
+    cfg = replace(scenario.config, out=str(tmp_path / "runs"))
+    directory = tmp_path / "tn"
+    try:
+        spec = testnet.up(
+            cfg, directory, use_ipfs=has_ipfs, block_time=0.5, scenario=scenario, max_seconds=900
+        )
+        final = testnet.wait(directory, timeout=600)["chain"]
+        assert final["completed"] and final["round"] == cfg.rounds
+        logs = [e for n in spec["nodes"] for e in _events(directory, n["name"])]
+        # every client process published its own key, key record and reveals
+        for i in range(cfg.clients):
+            actions = {e["action"] for e in _events(directory, f"client-{i}")}
+            assert {"record-ENC_KEY", "record-MASK_KEY", "record-REVEAL"} <= actions
+        submitted = [e for e in logs if e["action"] == "submitAggregate"]
+        assert all("failure" not in e["privacy"] for e in submitted)
+        assert any(e["action"] == "challenge" for e in logs)
+        assert any(e["action"] == "resolveDispute" for e in logs)
+        assert spec["config"]["privacy"] == "ddp+secagg"
+    finally:
+        testnet.down(directory)
+    # Same code, same bytes: the embedded in-process run ends in the same global model.
+    run_cfg = replace(cfg, **testnet.reveal_timing(cfg, 0.5))
+    embedded = Demo(replace(run_cfg, rpc_url=None, store=None, funding_key=None)).run().summary
+    assert embedded["final_model_digest"] == final["global_model_digest"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +25,31 @@ from eth_account.signers.local import LocalAccount
 
 from adapters.chain import Chain
 from adapters.contract import TaskConfig, TaskContract
+from adapters.privacy_records import PrivacyRecordsContract, predicted_address
 from adapters.storage import ContentStore, LocalStore, PeerStore, open_store
 from aggregators.behaviours import HONEST, Behaviour
+from aggregators.key_holder import KeyHolderNode
 from aggregators.node import AggregatorNode
 from aggregators.registry import make_rule, rule_id
 from clients.data import DATASETS, Dataset, load_dataset, partition
 from clients.models import build_model, get_params, param_spec
-from clients.node import ClientNode
+from clients.node import ClientNode, PrivatePayloads
 from clients.training import TrainConfig, default_training
 from consensus.messages import Domain
 from fedchain.config import ROTATIONS, WEI_PER_ETH, DemoConfig, short_reason
 from fedchain.driver.engine import ModelSpec
-from fedchain.scenario import Collusion, Scenario, client_attack_hooks
+from fedchain.private_view import (
+    HePayloads,
+    HeView,
+    SecAggClient,
+    SecAggView,
+    private_views,
+    task_records,
+)
+from fedchain.scenario import CLIENT_OFFLINE, Collusion, Scenario, client_attack_hooks
+from privacy.client_keys import ClientSecrets
+from privacy.distributed import check_ring
+from privacy.he import generate_keypair, public_key_bytes
 from privacy.spec import PrivacySpec
 from protocol.cid import content_digest
 from protocol.errors import ChainError, ConfigError, StorageError
@@ -89,9 +102,13 @@ def privacy_plan(cfg: DemoConfig) -> tuple[PrivacySpec, int]:
     return cfg.privacy_spec().resolve(cfg.rounds)
 
 
-def task_manifest(cfg: DemoConfig, train: Dataset, layout: ModelLayout) -> TaskManifest:
+def task_manifest(
+    cfg: DemoConfig, train: Dataset, layout: ModelLayout, privacy: PrivacySpec | None = None
+) -> TaskManifest:
     """The canonical task manifest of a run: rule and parameters, format, model, training,
-    privacy."""
+    privacy (``privacy``: the resolved spec, with the HE key when there is one; default: the
+    run's privacy plan)."""
+    spec = privacy if privacy is not None else privacy_plan(cfg)[0]
     rule_params = make_rule(cfg.rule, cfg.rule_params).params  # typed, defaults included
     return TaskManifest(
         rule=cfg.rule,
@@ -102,7 +119,7 @@ def task_manifest(cfg: DemoConfig, train: Dataset, layout: ModelLayout) -> TaskM
         num_classes=train.num_classes,
         layout=layout,
         client_training=asdict(train_config(cfg)),
-        privacy=privacy_plan(cfg)[0].to_manifest(),
+        privacy=spec.to_manifest(),
     )
 
 
@@ -197,6 +214,9 @@ class Deployment:
     domain: Domain
     #: each node's own store by address (None: every node uses ``store``)
     node_stores: dict[str, ContentStore] | None = None
+    #: HE: the task key holder's account and Paillier private key (None otherwise)
+    key_holder: LocalAccount | None = None
+    he_private_key: Any = None
 
     def store_for(self, address: str) -> ContentStore:
         """The store node ``address`` sees: its own plus its peers', or the shared one."""
@@ -205,6 +225,48 @@ class Deployment:
         return PeerStore(self.node_stores[address], self.node_stores)
 
     _shared_model: Any = None
+    _private_view: SecAggView | HeView | None = None
+
+    @property
+    def privacy(self) -> PrivacySpec:
+        """The task's privacy settings, as its manifest binds them."""
+        return PrivacySpec.from_manifest(self.manifest.privacy)
+
+    def private_view(self) -> SecAggView | HeView | None:
+        """The view of the task's published private material (one for every in-process
+        node), or None for a task that hides no update."""
+        if self._private_view is None:
+            self._private_view = private_views(self.task, self.store, self.manifest)
+        return self._private_view
+
+    def client_private(self, index: int) -> PrivatePayloads | None:
+        """Client ``index``'s part in secure aggregation or HE (None otherwise)."""
+        view = self.private_view()
+        if isinstance(view, SecAggView):
+            account = self.client_accounts[index]
+            registered = self.task.client_index(account.address)
+            if registered is None:
+                raise ConfigError(f"client {index} ({account.address}) is not registered")
+            secrets = ClientSecrets(bytes(account.key), self.task.address, registered)
+            return SecAggClient(view, secrets, account)
+        if isinstance(view, HeView):
+            return HePayloads(self.manifest)
+        return None
+
+    def make_key_holder(self, clock: PhaseClock) -> KeyHolderNode | None:
+        """The HE task's key holder node (None for other tasks)."""
+        if self.key_holder is None:
+            return None
+        return KeyHolderNode(
+            "key-holder",
+            self.key_holder,
+            self.task,
+            task_records(self.task, self.manifest),
+            self.store_for(self.key_holder.address),
+            self.manifest,
+            self.he_private_key,
+            clock=clock,
+        )
 
     @property
     def colluders(self) -> frozenset[str]:
@@ -250,13 +312,20 @@ class Deployment:
             clock=clock,
             behaviour=behaviour or self.behaviour(index),
             colluders=self.colluders,
+            private=self.private_view(),
         )
 
     def make_oracle(self) -> AggregatorNode:
         """An honest re-executor used only for fault accounting (it never transacts). It
         sees the run's observer store (``store``: its own, not a peer of anyone's)."""
         return AggregatorNode(
-            "oracle", self.agg_accounts[0], self.chain, self.task, self.store, self.manifest
+            "oracle",
+            self.agg_accounts[0],
+            self.chain,
+            self.task,
+            self.store,
+            self.manifest,
+            private=self.private_view(),
         )
 
     def make_client(
@@ -280,6 +349,7 @@ class Deployment:
             to = list(attack.params.get("to", [])) if attack.attack == "publish_some" else []
             peers = [self.agg_accounts[i].address for i in to]
             publish = _partial_publisher(store, attack.active, peers)
+        offline = attack.active if attack is not None and attack.attack == CLIENT_OFFLINE else None
         if attack is not None:
             data, delta_hook, payload_hook = client_attack_hooks(
                 attack, data, self.layout, seed=cfg.seed * 1000 + index, collusion=collusion
@@ -301,6 +371,8 @@ class Deployment:
             payload_hook=payload_hook,
             ready=ready_hook,
             publish=publish,
+            offline=offline,
+            private=self.client_private(index),
         )
 
 
@@ -322,36 +394,69 @@ def _partial_publisher(
 def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
     """Build the task, deploy the contract, register every node and start the task."""
     train, test, parts = federated_data(cfg)
-    chain = open_chain(cfg, num_accounts=1 + cfg.aggregators + cfg.clients)
+    spec = privacy_plan(cfg)[0]
+    key_holder = 1 if "he" in spec.components else 0  # the HE task key holder's account
+    chain = open_chain(cfg, num_accounts=1 + cfg.aggregators + cfg.clients + key_holder)
     store = open_run_store(cfg, run_dir)
     node_stores: dict[str, ContentStore] | None = None
     if not cfg.store:
         # one store per node; ``store`` becomes the observer's view of all of them
         node_stores = {
             a.address: LocalStore(run_dir / "store" / a.address)
-            for a in chain.accounts[: 1 + cfg.aggregators + cfg.clients]
+            for a in chain.accounts[: 1 + cfg.aggregators + cfg.clients + key_holder]
         }
         store = PeerStore(LocalStore(run_dir / "store" / "observer"), node_stores)
     model = build_model(cfg.model, train.input_shape, train.num_classes, seed=cfg.seed)
     layout = ModelLayout.from_spec(param_spec(model))
-    manifest = task_manifest(cfg, train, layout)
+    he_private_key = None
+    if key_holder:
+        # the key holder generates its Paillier key; the public key goes into the manifest
+        public, he_private_key = generate_keypair(cfg.he_key_bits)
+        spec = replace(
+            spec,
+            he_public_key=public_key_bytes(public).hex(),
+            he_key_holder=chain.accounts[1 + cfg.aggregators + cfg.clients].address,
+        )
+    deployer = chain.accounts[0]
+    if spec.hides_updates:  # the records contract is deployed right after the task
+        nonce = chain.w3.eth.get_transaction_count(deployer.address)
+        spec = replace(spec, records_contract=predicted_address(deployer.address, nonce + 1))
+    manifest = task_manifest(cfg, train, layout, spec)
+    if spec.distributed:
+        try:  # the model size is known only now: refuse sums that could wrap the ring
+            check_ring(spec.ddp(), layout.size)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"--ddp-scale {cfg.ddp_scale}: {str(exc).split(': ', 1)[-1]}"
+            ) from exc
     initial = quantise(layout.flatten(get_params(model)), cfg.frac_bits, INT32_MAX)
-    initial_payload = encode_global_state(layout, GlobalState(0, initial, {}))
+    clip = spec.clip_norm if spec.adaptive_clip else None
+    initial_payload = encode_global_state(layout, GlobalState(0, initial, {}, clip))
     creator = store if node_stores is None else node_stores[chain.accounts[0].address]
     try:
         creator.put(initial_payload)  # the task creator's node serves them
         creator.put(manifest.to_bytes())
     except StorageError as exc:
         raise ConfigError(f"--store {cfg.store!r}: {short_reason(exc)}") from exc
-    deployer = chain.accounts[0]
     agg_accounts = chain.accounts[1 : 1 + cfg.aggregators]
-    client_accounts = chain.accounts[1 + cfg.aggregators :]
+    client_accounts = chain.accounts[1 + cfg.aggregators : 1 + cfg.aggregators + cfg.clients]
+    holder = chain.accounts[1 + cfg.aggregators + cfg.clients] if key_holder else None
     config = task_config(cfg, content_digest(initial_payload), manifest.digest)
     task = TaskContract.deploy(chain, deployer, config)
+    if spec.hides_updates:
+        records = PrivacyRecordsContract.deploy(chain, deployer, task.address, spec.reveal_window)
+        if records.address != spec.records_contract:
+            raise ChainError(
+                f"the privacy records contract landed at {records.address}, not at "
+                f"{spec.records_contract} as the manifest says (another transaction of the "
+                "deployer in between?)"
+            )
     for acct in agg_accounts:
         task.register_aggregator(acct)
     for acct in client_accounts:
         task.register_client(acct)
+    if holder is not None:
+        task.register_client(holder)  # it signs its decryption records as the task's client
     return Deployment(
         cfg=cfg,
         scenario=scenario,
@@ -369,4 +474,6 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
         client_accounts=client_accounts,
         domain=Domain(int(chain.w3.eth.chain_id), task.address),
         node_stores=node_stores,
+        key_holder=holder,
+        he_private_key=he_private_key,
     )

@@ -44,6 +44,8 @@ class FaultLog:
         self.crashes: list[dict[str, Any]] = []
         self.equivocations: list[dict[str, Any]] = []
         self.attestations: dict[int, dict[str, Any]] = {}
+        #: the honest re-execution's privacy notes per round (clip norms, dropped peers, ...)
+        self.privacy_notes: dict[int, dict[str, Any]] = {}
         self._attesting: set[int] = set()
 
     def attempt(self, round_: int, attempt: int) -> dict[str, Any]:
@@ -79,8 +81,10 @@ class FaultLog:
             rec = self.attempt(ev.round, ev.detail["attempt"])
             # The oracle re-executes while the round's inputs are current (before finalize).
             with self.clock.phase(ev.round, "oracle"):
-                honest_digest = self.oracle.compute(ev.round)[0].digest
+                honest = self.oracle.compute(ev.round)[0]
+            honest_digest = honest.digest
             self.honest_digests[ev.round] = honest_digest
+            self.privacy_notes[ev.round] = honest.notes
             available = has_digest(self.store, bytes.fromhex(ev.detail["digest"]))
             rec.update(
                 aggregator=node.address,

@@ -15,7 +15,7 @@ for idle blocks, and ``drive`` for the rest of the loop (views, bookkeeping, eve
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from adapters.chain import Chain
@@ -48,6 +48,7 @@ class BlockLoop:
         *,
         rounds: int,
         max_blocks: int,
+        extra: Sequence[Callable[[], bool]] = (),
     ) -> None:
         self.chain = chain
         self.task = task
@@ -62,6 +63,9 @@ class BlockLoop:
         self.clock = clock
         self.rounds = rounds
         self.max_blocks = max_blocks
+        #: further chain-driven steps per block (private tasks: the clients' records, the
+        #: HE key holder); each returns True if it acted
+        self.extra = list(extra)
         self.down: dict[int, int] = {}  # aggregator index -> block it crashed at
         self.stalled: str | None = None
         #: stop (cleanly, not a stall) once this round ends: the privacy budget is spent
@@ -77,6 +81,8 @@ class BlockLoop:
         while not completed and self.stalled is None:
             with self.clock.phase(round_, "drive"):
                 acted = self.clients.step()
+                for step in self.extra:
+                    acted |= step()
                 acted |= self._step_aggregators(round_)
                 with self.clock.phase(round_, "dispute"):
                     acted |= self.disputes.step(round_)

@@ -149,7 +149,9 @@ class RoundRecorder:
             "wall_seconds": round(wall, 3),
             # Every phase second is charged once (PhaseClock), so this is what no phase saw.
             "unaccounted_seconds": round(wall - sum(seconds.values()), 3),
-            "privacy": privacy_round_field(self.privacy, round_),
+            "privacy": privacy_round_field(
+                self.privacy, round_, self.faults.privacy_notes.get(round_, {})
+            ),
         }
         self.records.append(record)
         return record
@@ -217,25 +219,51 @@ def build_summary(
     }
 
 
-def privacy_round_field(spec: PrivacySpec, round_: int) -> dict[str, Any]:
+def privacy_round_field(
+    spec: PrivacySpec, round_: int, notes: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The ``privacy`` field of a ``rounds.jsonl`` record: ε after this round (cumulative,
-    for a client that took part in every round so far) at the task's δ."""
+    for a client that took part in every round so far) at the task's δ; the round's clip
+    norm (adaptive clipping: the one clients used, and the next); under secure aggregation
+    or HE the round's ``aggregation`` notes (dropped peers, reveals, why a sum failed)."""
     if not spec.enabled:
         return {"mode": "none"}
-    return {
+    notes = notes or {}
+    out: dict[str, Any] = {
         "mode": spec.mode,
-        "mechanism": spec.mechanism,
-        "epsilon": spec.accountant().epsilon(round_),
-        "delta": spec.target_delta,
-        "noise_multiplier": spec.noise_multiplier,
-        "clip_norm": spec.clip_norm,
+        "mechanism": spec.mechanism if spec.is_dp else None,
+        "epsilon": spec.accountant().epsilon(round_) if spec.is_dp else None,
+        "delta": spec.target_delta if spec.is_dp else None,
+        "noise_multiplier": spec.noise_multiplier if spec.is_dp else None,
+        "clip_norm": notes.get("clip_norm", spec.clip_norm) if spec.is_dp else None,
     }
+    if spec.adaptive_clip and "next_clip_norm" in notes:
+        out["next_clip_norm"] = notes["next_clip_norm"]
+        out["clip_bits"] = notes["clip_bits"]
+    if spec.hides_updates:
+        out["aggregation"] = {
+            k: v for k, v in notes.items() if k not in ("clip_norm", "next_clip_norm", "clip_bits")
+        }
+    return out
 
 
 def privacy_summary(spec: PrivacySpec, rounds_run: int) -> dict[str, Any]:
     """The ``privacy`` field of ``summary.json`` (ε spent, per round, budget state)."""
     if not spec.enabled:
         return {"mode": "none"}
+    if not spec.is_dp:
+        return {
+            "mode": spec.mode,
+            "mechanism": None,
+            "epsilon_spent": None,
+            "delta": None,
+            "target_epsilon": None,
+            "epsilon_per_round": [],
+            "budget_exhausted": False,
+            "accountant": None,
+            "num_clients": spec.num_clients,
+            "threshold": spec.threshold,
+        }
     acc = spec.accountant()
     per_round = acc.epsilons(rounds_run)
     exhausted = (
@@ -256,6 +284,18 @@ def privacy_summary(spec: PrivacySpec, rounds_run: int) -> dict[str, Any]:
         "noise_scale": spec.noise_scale,
         "sample_rate": spec.sample_rate,
     }
+    if spec.adaptive_clip:
+        out["adaptive_clip"] = spec.to_manifest()["adaptive_clip"]
+    if spec.hides_updates:
+        out.update(num_clients=spec.num_clients, threshold=spec.threshold)
+    if spec.distributed:
+        p = spec.ddp()
+        out["ddp"] = {
+            "scale": p.scale,
+            "dropout_fraction": p.dropout_fraction,
+            "variance": p.variance,
+            "client_variance": p.client_variance,
+        }
     if spec.sample_rate < 1 and rounds_run:
         # participation is public on-chain: the amplified figure holds only against someone
         # who cannot see who took part (docs/privacy.md)

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
+import {ClientRecords} from "./lib/ClientRecords.sol";
+
+/// @notice What PrivacyRecords reads of its task: the subset of FedChainTask's ABI it calls,
+///         mirrored here (not imported) so that the records contract depends only on the
+///         task's external interface, not on its source.
+interface IFedChainTaskView {
+    enum Phase {
+        Pending,
+        Collecting,
+        Attesting,
+        Aggregating,
+        Submitted,
+        Disputed,
+        Finalized
+    }
+
+    struct RoundInfo {
+        Phase phase;
+        uint64 openBlock;
+        uint64 closeBlock;
+        bool collectionClosed;
+        uint32 updateCount;
+        uint32 attempt;
+        uint64 attemptStart;
+        uint64 deadlineBlock;
+        address aggregator;
+        bytes32 aggregateDigest;
+        uint64 submitBlock;
+        uint64 challengeDeadline;
+        uint32 submissionAttempt;
+        uint32 submissionUpdateCount;
+        bool finalized;
+        address challenger;
+        uint64 challengeBlock;
+        uint64 disputeDeadline;
+        uint32 attestCount;
+        uint64 attestEnd;
+        bool availabilityFixed;
+    }
+
+    function currentRound() external view returns (uint256);
+    function taskCompleted() external view returns (bool);
+    function clientInfo(address account) external view returns (bool registered, uint256 index);
+    function getRound(uint256 round) external view returns (RoundInfo memory);
+}
+
+/// @title PrivacyRecords
+/// @notice The published material of a private task's rounds (secure aggregation, HE), kept
+///         beside the task so that the task contract does not grow: clients' encryption keys
+///         (`ENC_KEY`, registered once per task), per-round mask-key records with their
+///         encrypted Shamir shares (`MASK_KEY`), and reveals (`REVEAL`: a client's shares of
+///         dropped peers, or the HE key holder's decryption). A record is a signed EIP-712
+///         `Record(uint8 kind,uint256 round,bytes32 payloadHash)` under the domain
+///         {"FedChainPrivacyRecords", "1", chainId, this contract}; anyone may relay records
+///         in batches (`submitRecords`) and a client can always send its own (`submitRecord`).
+///         Like the task's updates, no record is stored: each round keeps a hash-chain
+///         accumulator over its ordered record list, whose payloads travel in full in the
+///         `RecordRegistered` events; nodes rebuild the list from the events and check it
+///         against `recordLog`. Only registered clients of the task sign records (the HE key
+///         holder registers as one); a record names its signer by client index.
+/// @dev Deployed per task by the task's deployer; its address is part of the task manifest
+///      (hence of ruleParamsHash), so every node uses the same records contract.
+contract PrivacyRecords is EIP712 {
+    /// @notice EIP-712 type hash of a record.
+    bytes32 public constant RECORD_TYPEHASH = keccak256("Record(uint8 kind,uint256 round,bytes32 payloadHash)");
+    /// @notice Record kinds: 0 ENC_KEY, 1 MASK_KEY, 2 REVEAL.
+    uint8 public constant REVEAL = 2;
+    /// @dev Bytes before a packed record's payload: kind (1) || length (4) || r (32) || vs (32).
+    uint256 private constant HEADER_BYTES = 69;
+
+    /// @notice The task whose rounds the records belong to.
+    IFedChainTaskView public immutable task;
+    /// @notice Blocks after a round's included set is fixed (attempt 0 starts) during which
+    ///         its `REVEAL` records are accepted; honest aggregators compute after it.
+    uint256 public immutable revealWindow;
+
+    /// @dev round => accumulator (high 224 bits) || count (low 32 bits).
+    mapping(uint256 round => uint256) private _logs;
+
+    /// @notice A record for a round that is not the task's current one (or after completion).
+    error RecordRoundNotOpen(uint256 round, uint256 currentRound);
+    /// @notice Record `record` of a call has an unknown kind or an empty payload.
+    error BadRecord(uint256 record, uint256 kind, uint256 length);
+    /// @notice A batch of `length` bytes that is empty or ends inside a record.
+    error BadRecordBatch(uint256 length);
+    /// @notice A `REVEAL` record outside its round's reveal window (`phase` is the task's).
+    error NotRevealing(uint256 round, uint8 phase);
+    /// @notice Record `record`'s signature is invalid or malleable (high s).
+    error BadRecordSignature(uint256 record);
+    /// @notice Record `record` was not signed (or sent) by a registered client of the task.
+    error NotTaskClient(uint256 record, address signer);
+
+    /// @notice Record `index` of `round` (kind `kind`, signed by the task's client number
+    ///         `client`) was registered;
+    ///         `accumulator` is the round's accumulator after it.
+    event RecordRegistered(
+        uint256 indexed round,
+        uint256 indexed client,
+        uint8 indexed kind,
+        uint256 index,
+        uint256 accumulator,
+        bytes payload
+    );
+
+    /// @param task_ The task (FedChainTask) the records belong to.
+    /// @param revealWindow_ Blocks of each round's reveal window (at least 1).
+    constructor(address task_, uint256 revealWindow_) EIP712("FedChainPrivacyRecords", "1") {
+        task = IFedChainTaskView(task_);
+        revealWindow = revealWindow_ == 0 ? 1 : revealWindow_;
+    }
+
+    /// @notice Registers the caller's own record of `kind` for `round`.
+    /// @param round The task's current round (0 before the start).
+    function submitRecord(uint256 round, uint8 kind, bytes calldata payload) external {
+        _checkRound(round, kind);
+        _admit(round, 0, kind, msg.sender, payload);
+    }
+
+    /// @notice Registers a batch of signed records for `round`, in order (anyone may relay).
+    ///         A bad record reverts the whole batch.
+    /// @param records Packed records: kind (1) || payload length (4, big-endian) || r || vs ||
+    ///        payload, (r, vs) the signer's EIP-2098 signature of `recordDigest`.
+    function submitRecords(uint256 round, bytes calldata records) external {
+        uint256 p = 0;
+        uint256 i = 0;
+        uint8 checkedKinds = 0; // bit k: the round admits kind k (checked once per batch)
+        // INVARIANT: a batch is a positive whole number of records.
+        if (records.length == 0) revert BadRecordBatch(records.length);
+        while (p < records.length) {
+            uint8 kind = uint8(records[p]);
+            if (kind <= REVEAL && checkedKinds & (uint8(1) << kind) == 0) {
+                _checkRound(round, kind);
+                checkedKinds |= uint8(1) << kind;
+            }
+            p = _relayed(round, i, records, p);
+            ++i;
+        }
+    }
+
+    /// @dev Admits the signed record `i` starting at byte `p` of `records`; returns where the
+    ///      next one starts.
+    function _relayed(uint256 round, uint256 i, bytes calldata records, uint256 p) private returns (uint256) {
+        // INVARIANT: a batch ends exactly after its last record.
+        if (records.length - p < HEADER_BYTES) revert BadRecordBatch(records.length);
+        uint256 end = p + HEADER_BYTES + uint32(bytes4(records[p + 1:p + 5]));
+        if (records.length < end) revert BadRecordBatch(records.length);
+        uint8 kind = uint8(records[p]);
+        bytes calldata payload = records[p + HEADER_BYTES:end];
+        (address signer, bool malleable) = ClientRecords.recoverCompact(
+            recordDigest(kind, round, payload), bytes32(records[p + 5:p + 37]), bytes32(records[p + 37:p + 69])
+        );
+        // INVARIANT: every relayed record carries its signer's valid low-s signature.
+        if (signer == address(0) || malleable) revert BadRecordSignature(i);
+        _admit(round, i, kind, signer, payload);
+        return end;
+    }
+
+    /// @notice The EIP-712 digest a client signs for its record.
+    function recordDigest(uint8 kind, uint256 round, bytes calldata payload) public view returns (bytes32) {
+        return _hashTypedDataV4(keccak256(abi.encode(RECORD_TYPEHASH, kind, round, keccak256(payload))));
+    }
+
+    /// @notice The accumulator over `round`'s records and their count.
+    function recordLog(uint256 round) external view returns (uint256 accumulator, uint256 count) {
+        uint256 log = _logs[round];
+        return (log >> 32, log & type(uint32).max);
+    }
+
+    /// @notice Whether `round`'s `REVEAL` records are accepted now: its included set is fixed
+    ///         (attempt 0 aggregating) and fewer than `revealWindow` blocks have passed since.
+    function revealing(uint256 round) public view returns (bool) {
+        IFedChainTaskView.RoundInfo memory info = task.getRound(round);
+        return info.phase == IFedChainTaskView.Phase.Aggregating && info.attempt == 0
+            && block.number < uint256(info.attemptStart) + revealWindow;
+    }
+
+    /// @dev Reverts unless `round` accepts records of `kind` now.
+    function _checkRound(uint256 round, uint8 kind) private view {
+        uint256 current = task.currentRound();
+        // INVARIANT: records belong to the current round of a task that is not complete.
+        if (round != current || task.taskCompleted()) revert RecordRoundNotOpen(round, current);
+        // INVARIANT: reveals only while the round's reveal window is open.
+        if (kind == REVEAL && !revealing(round)) revert NotRevealing(round, uint8(task.getRound(round).phase));
+    }
+
+    /// @dev Appends one record to `round`'s list (its kind and payload checked here).
+    function _admit(uint256 round, uint256 i, uint8 kind, address signer, bytes calldata payload) private {
+        // INVARIANT: a record has a known kind and a payload.
+        if (kind > REVEAL || payload.length == 0) revert BadRecord(i, kind, payload.length);
+        (bool registered, uint256 client) = task.clientInfo(signer);
+        // INVARIANT: records come from the task's registered clients.
+        if (!registered) revert NotTaskClient(i, signer);
+        uint256 log = _logs[round];
+        uint256 count = log & type(uint32).max;
+        uint256 acc = uint256(keccak256(abi.encode(log >> 32, kind, client, keccak256(payload)))) >> 32;
+        _logs[round] = (acc << 32) | (count + 1);
+        emit RecordRegistered(round, client, kind, count, acc, payload);
+    }
+}

@@ -1,0 +1,350 @@
+"""The published material of secure-aggregation and HE rounds, and the clients' part in them.
+
+Every party of a private task derives the same things from the chain and content storage;
+the views here do it once per round (one view serves every in-process node):
+
+* :class:`SecAggView`: the encryption keys in force for a round (``ENC_KEY`` records of
+  the rounds before it: final once the round opens, so every node uses the same set), the
+  round's peers ``P_r`` (:func:`privacy.secagg_round.peers_from_payloads`: next keys of the
+  updates included in round ``r − 1``, key records posted during it), the included peers'
+  masked updates, and for aggregators the round's :class:`~aggregators.private.PrivateInputs`
+  (with every reveal) and the validity of a payload (what an honest aggregator attests to);
+* :class:`HeView`: the key holder's decryption of a round, and payload validity.
+
+:class:`SecAggClient` is one client's duties, each a pure function of the view and the
+client's own secrets (:class:`privacy.client_keys.ClientSecrets`, derived from its account
+key, so a restarted process redoes exactly the same): register its encryption key; post a
+key record during any round before which it is not a peer (it sits that round out); publish
+its masked update in a round it is a peer of; reveal its shares once the included set is
+fixed. :meth:`SecAggClient.due` lists what to publish now (the in-process driver signs and
+relays them in batches); :meth:`SecAggClient.step` publishes them itself (a testnet client
+process). :class:`HePayloads` encrypts under the key holder's public key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from eth_account.signers.local import LocalAccount
+
+from adapters.contract import Phase, RegisteredUpdate, TaskContract
+from adapters.privacy_records import ENC_KEY, KINDS, MASK_KEY, REVEAL, PrivacyRecordsContract
+from adapters.round_inputs import fetch_included
+from adapters.storage import ContentStore
+from aggregators.private import PrivateInputs, private_dim
+from clients.node import ClientEvent, ClientNode
+from privacy import he, he_round
+from privacy.client_keys import ClientSecrets
+from privacy.secagg import DealtShares
+from privacy.secagg_round import (
+    KeyRecord,
+    MaskedUpdate,
+    SecAggContext,
+    client_key_record,
+    client_masked_update,
+    client_reveal,
+    max_payload_bytes,
+    peers_from_payloads,
+)
+from privacy.spec import PrivacySpec
+from protocol.errors import CodecError, ConfigError, ContractRevert, HEError, SecAggError
+from protocol.manifest import TaskManifest
+from protocol.payloads import update_max_bytes
+
+__all__ = ["HePayloads", "HeView", "SecAggClient", "SecAggView", "private_views", "task_records"]
+
+
+@dataclass
+class _Round:
+    """What is known of one round: its context, its peers and, once fixed, the included."""
+
+    ctx: SecAggContext
+    peers: dict[int, KeyRecord]
+    refused: dict[int, str]
+    included: dict[int, MaskedUpdate] | None = None
+
+
+class SecAggView:
+    """The published secure-aggregation material of a task, cached per round."""
+
+    def __init__(
+        self,
+        task: TaskContract,
+        records: PrivacyRecordsContract,
+        store: ContentStore,
+        manifest: TaskManifest,
+    ) -> None:
+        self.task = task
+        self.records = records
+        self.store = store
+        self.manifest = manifest
+        self.spec = PrivacySpec.from_manifest(manifest.privacy)
+        self.dim = private_dim(manifest, self.spec)
+        self.max_bytes = max_payload_bytes(manifest.layout, self.dim, self.spec.num_clients or 1)
+        self._rounds: dict[int, _Round] = {}
+
+    def context(self, round_: int) -> SecAggContext:
+        """The context of ``round_``: encryption keys registered before it opened."""
+        return self._round(round_).ctx
+
+    def dealing_context(self, round_: int) -> SecAggContext:
+        """Whom a key record posted during ``round_`` deals to: every key registered so far
+        (a superset of the round's context, so the record checks in the next round)."""
+        keys = self.records.enc_keys(round_)
+        return SecAggContext(self.task.address, self.spec.threshold, keys)
+
+    def peers(self, round_: int) -> dict[int, KeyRecord]:
+        """``P_r``: every client whose mask key is in force in ``round_`` (valid records)."""
+        return self._round(round_).peers
+
+    def _round(self, round_: int) -> _Round:
+        if round_ not in self._rounds:
+            keys = self.records.enc_keys(round_ - 1) if round_ > 0 else {}
+            ctx = SecAggContext(self.task.address, self.spec.threshold, keys)
+            carried: dict[int, bytes] = {}
+            if round_ > 1:
+                updates, payloads = fetch_included(self.task, self.store, round_ - 1)
+                for update, payload in zip(updates, payloads, strict=True):
+                    client = self.task.client_index(update.client)
+                    if payload is not None and client is not None:
+                        carried[client] = payload
+            posted = self.records.first_payloads(round_ - 1, MASK_KEY) if round_ > 0 else {}
+            peers, refused = peers_from_payloads(
+                round_, carried, posted, ctx, self.dim, self.max_bytes
+            )
+            self._rounds = {r: v for r, v in self._rounds.items() if r >= round_ - 1}
+            self._rounds[round_] = _Round(ctx, peers, refused)
+        return self._rounds[round_]
+
+    def check(self, round_: int, client: int | None, payload: bytes) -> MaskedUpdate:
+        """``payload`` decoded as ``client``'s valid masked update of ``round_`` (raises
+        :class:`CodecError` / :class:`SecAggError` otherwise)."""
+        state = self._round(round_)
+        if client is None:
+            raise SecAggError("an update from an unregistered client")
+        masked = MaskedUpdate.from_bytes(payload, round_, self.dim, self.max_bytes)
+        masked.check(client, state.peers, state.ctx)
+        return masked
+
+    def valid(self, round_: int, client: str, payload: bytes) -> bool:
+        """Whether an honest aggregator attests to ``payload`` (``client``'s address)."""
+        try:
+            self.check(round_, self.task.client_index(client), payload)
+        except (CodecError, SecAggError):
+            return False
+        return True
+
+    def settled(self, round_: int) -> bool:
+        """Whether ``round_``'s published inputs are final (its reveal window has closed)."""
+        return not self.records.revealing(round_)
+
+    def included(self, round_: int) -> dict[int, MaskedUpdate]:
+        """The round's included, valid masked updates by client (the set must be fixed)."""
+        state = self._round(round_)
+        if state.included is None:
+            updates, payloads = fetch_included(self.task, self.store, round_)
+            out: dict[int, MaskedUpdate] = {}
+            for update, payload in zip(updates, payloads, strict=True):
+                client = self.task.client_index(update.client)
+                if payload is None or client is None:
+                    continue
+                try:
+                    out[client] = self.check(round_, client, payload)
+                except (CodecError, SecAggError):
+                    continue  # invalid: the round fails, no reveal for it helps
+            state.included = out
+        return state.included
+
+    def inputs(self, round_: int, updates: Sequence[RegisteredUpdate]) -> PrivateInputs:
+        """What ``execute_round`` needs beyond the payloads (aggregators and verifiers)."""
+        state = self._round(round_)
+        reveals = tuple(
+            (rec.client, rec.payload) for rec in self.records.records(round_) if rec.kind == REVEAL
+        )
+        return PrivateInputs(
+            clients=tuple(self._client(u.client) for u in updates),
+            task=self.task.address,
+            enc_keys=state.ctx.enc_keys,
+            peers=state.peers,
+            reveals=reveals,
+        )
+
+    def _client(self, address: str) -> int:
+        index = self.task.client_index(address)
+        return -1 if index is None else index
+
+
+class HeView:
+    """The published material of an HE task: the key holder's decryption of each round."""
+
+    def __init__(
+        self,
+        task: TaskContract,
+        records: PrivacyRecordsContract,
+        manifest: TaskManifest,
+    ) -> None:
+        self.task = task
+        self.records = records
+        self.manifest = manifest
+        self.spec = PrivacySpec.from_manifest(manifest.privacy)
+        self.public_key = he.load_public_key(bytes.fromhex(self.spec.he_public_key or ""))
+        self.dim = private_dim(manifest, self.spec)
+        width = (int(self.public_key.nsquare).bit_length() + 7) // 8
+        self.max_bytes = update_max_bytes(manifest.layout) + width * (self.dim + 1) + 4096
+        self._holder: int | None = None
+
+    def holder_index(self) -> int | None:
+        """The key holder's client index (it registered as a client of the task)."""
+        if self._holder is None and self.spec.he_key_holder:
+            self._holder = self.task.client_index(self.spec.he_key_holder)
+        return self._holder
+
+    def valid(self, round_: int, client: str, payload: bytes) -> bool:
+        """Whether ``payload`` is a well-formed HE update of ``round_`` under the task key."""
+        try:
+            he_round.decode_payload(
+                payload,
+                round_,
+                self.dim,
+                self.public_key,
+                self.spec.num_clients or 0,
+                self.max_bytes,
+            )
+        except (CodecError, HEError):
+            return False
+        return True
+
+    def settled(self, round_: int) -> bool:
+        """Whether ``round_``'s published inputs are final (its reveal window has closed)."""
+        return not self.records.revealing(round_)
+
+    def inputs(self, round_: int, updates: Sequence[RegisteredUpdate]) -> PrivateInputs:
+        """The round's context: the key holder's first decryption record, if any."""
+        holder = self.holder_index()
+        decryption = None
+        if holder is not None:
+            decryption = self.records.first_payloads(round_, REVEAL).get(holder)
+        return PrivateInputs(clients=tuple(range(len(updates))), decryption=decryption)
+
+
+class SecAggClient:
+    """One client's secure-aggregation duties (see the module docstring)."""
+
+    def __init__(self, view: SecAggView, secrets: ClientSecrets, account: LocalAccount) -> None:
+        self.view = view
+        self.secrets = secrets
+        self.account = account
+
+    @property
+    def index(self) -> int:
+        return self.secrets.index
+
+    def takes_part(self, round_: int) -> bool:
+        """Whether this client's mask key is in force in ``round_`` (it is a peer)."""
+        own = self.view.peers(round_).get(self.index)
+        return own is not None and own.bundle == self.secrets.keys(round_).bundle
+
+    def due(self, round_: int, phase: Phase, everyone: int) -> list[tuple[int, bytes]]:
+        """The records (kind, payload) to publish now in ``round_`` (0: before the start).
+
+        ``everyone``: how many clients the task expects; before the start a client deals
+        its first key only once that many encryption keys are registered."""
+        records = self.view.records
+        out: list[tuple[int, bytes]] = []
+        if records.enc_keys(round_).get(self.index) != self.secrets.enc_public:
+            if self.index not in records.first_payloads(round_, ENC_KEY):
+                out.append((ENC_KEY, self.secrets.enc_public))
+            return out  # nothing else before the key is registered
+        if self._key_record_due(round_, phase, everyone):
+            ctx = self.view.dealing_context(round_)
+            out.append((MASK_KEY, client_key_record(self.secrets, round_ + 1, ctx).to_bytes()))
+        if (
+            round_ > 0
+            and phase == Phase.AGGREGATING
+            and records.revealing(round_)
+            and self.index not in records.first_payloads(round_, REVEAL)
+        ):
+            out.append((REVEAL, self.reveal(round_)))
+        return out
+
+    def _key_record_due(self, round_: int, phase: Phase, everyone: int) -> bool:
+        if self.index in self.view.records.first_payloads(round_, MASK_KEY):
+            return False  # posted this round already
+        if round_ == 0:
+            return len(self.view.records.enc_keys(0)) >= everyone
+        if phase == Phase.FINALIZED:
+            return False  # the next round opens with the task's completion or not at all
+        return not self.takes_part(round_)  # sits this round out, in force from the next
+
+    def payload(self, client: ClientNode, round_: int, vector: np.ndarray) -> bytes:
+        """The masked update of ``vector`` for ``round_`` (this client must be a peer)."""
+        view = self.view
+        return client_masked_update(
+            self.secrets, round_, vector, view.peers(round_), view.context(round_)
+        ).to_bytes()
+
+    def reveal(self, round_: int) -> bytes:
+        """This client's reveal of ``round_`` (the included set must be fixed)."""
+        view = self.view
+        included = view.included(round_)
+        shares: dict[int, DealtShares] = {c: m.self_mask_shares for c, m in included.items()}
+        rev = client_reveal(
+            self.secrets, round_, included, view.peers(round_), shares, view.context(round_)
+        )
+        return rev.to_bytes()
+
+    def step(self, round_: int) -> list[ClientEvent]:
+        """Publish what is due now, each record in its own transaction (no relayer)."""
+        phase = self.view.task.phase(round_) if round_ > 0 else Phase.PENDING
+        events: list[ClientEvent] = []
+        for kind, payload in self.due(round_, phase, self.view.spec.num_clients or 0):
+            name = f"record-{KINDS[kind]}"
+            try:
+                self.view.records.submit_record(self.account, round_, kind, payload)
+            except ContractRevert as exc:
+                events.append(ClientEvent(round_, name + "-refused", {"error": exc.error_name}))
+                continue
+            events.append(ClientEvent(round_, name, {"bytes": len(payload)}))
+        return events
+
+
+class HePayloads:
+    """Encrypts a client's release under the task key holder's public key (manifest)."""
+
+    def __init__(self, manifest: TaskManifest) -> None:
+        self.spec = PrivacySpec.from_manifest(manifest.privacy)
+        self.public_key = he.load_public_key(bytes.fromhex(self.spec.he_public_key or ""))
+
+    def takes_part(self, round_: int) -> bool:
+        return True
+
+    def payload(self, client: ClientNode, round_: int, vector: np.ndarray) -> bytes:
+        return he_round.encrypt_payload(round_, vector, self.public_key, self.spec.num_clients or 0)
+
+    def step(self, round_: int) -> list[ClientEvent]:
+        return []
+
+
+def task_records(task: TaskContract, manifest: TaskManifest) -> PrivacyRecordsContract:
+    """The records contract the manifest of ``task`` names (checked to belong to it)."""
+    spec = PrivacySpec.from_manifest(manifest.privacy)
+    if not spec.records_contract:
+        raise ConfigError("the task manifest names no privacy records contract")
+    records = PrivacyRecordsContract(task.chain, spec.records_contract)
+    records.check_task(task.address)
+    return records
+
+
+def private_views(
+    task: TaskContract, store: ContentStore, manifest: TaskManifest
+) -> SecAggView | HeView | None:
+    """The view a node of ``task`` needs (None for a task that hides no update)."""
+    spec = PrivacySpec.from_manifest(manifest.privacy)
+    if not spec.hides_updates:
+        return None
+    records = task_records(task, manifest)
+    if "secagg" in spec.components:
+        return SecAggView(task, records, store, manifest)
+    return HeView(task, records, manifest)
