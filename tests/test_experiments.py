@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -166,8 +167,6 @@ BAD_GRIDS = [
 
 @pytest.mark.parametrize(("text", "pattern"), BAD_GRIDS)
 def test_bad_grid_is_one_line_exit_2(tmp_path, capsys, text, pattern):
-    import re
-
     path = tmp_path / "tiny.toml"
     path.write_text(text)
     out = tmp_path / "out"
@@ -252,3 +251,90 @@ def test_parse_call_seeds_and_labels():
     a = cell_id({"rule": "krum"}, {"rule": "krum", "clients": 20})
     b = cell_id({"rule": "krum"}, {"rule": "krum", "clients": 21})
     assert a.startswith("rule-krum_") and a != b
+
+
+def test_privacy_values_and_infinite_epsilon():
+    from fedchain.experiments.cells import demo_config, privacy_settings
+
+    laplace = {"privacy": 'ldp(dp_mechanism="laplace", clip_norm=150.0)', "target_epsilon": 2.0}
+    assert privacy_settings(laplace) == {
+        "privacy": "ldp",
+        "dp_mechanism": "laplace",
+        "clip_norm": 150.0,
+        "target_epsilon": 2.0,
+    }
+    cfg = demo_config({**laplace, "clients": 5, "target_delta": 1e-6}, 0, "runs", "x")
+    assert (cfg.privacy, cfg.dp_mechanism, cfg.clip_norm, cfg.target_delta) == (
+        "ldp",
+        "laplace",
+        150.0,
+        1e-6,
+    )
+    # epsilon = inf: the same cell without privacy (every privacy setting dropped)
+    free = demo_config({**laplace, "target_epsilon": math.inf, "target_delta": 1e-6}, 0, "r", "x")
+    assert (free.privacy, free.dp_mechanism, free.clip_norm, free.target_epsilon) == (
+        "none",
+        "gaussian",
+        1.0,
+        None,
+    )
+    free.validate()
+    with pytest.raises(ConfigError, match=r"does not take \['colour'\]"):
+        privacy_settings({"privacy": "ldp(colour=1)"})
+    with pytest.raises(ConfigError, match=r"sets \['clip_norm'\], which the cell also sets"):
+        privacy_settings({"privacy": "ldp(clip_norm=2.0)", "clip_norm": 3.0})
+    with pytest.raises(ConfigError, match="clip_norm = 'big': expected a number"):
+        privacy_settings({"privacy": "ldp(clip_norm='big')"})
+    assert value_label("privacy", 'ldp(dp_mechanism="laplace", clip_norm=150.0)') == (
+        "local DP, Laplace"
+    )
+    assert value_label("privacy", "ddp+secagg") == "distributed DP + sec. agg."
+    assert value_label("target_epsilon", math.inf) == "∞"
+    assert value_label("target_epsilon", 0.5) == "0.5"
+    assert value_label("defence", "ldp(epsilon=8.0)") == "local DP ε=8"
+
+
+@pytest.mark.parametrize(
+    ("grid", "pattern"),
+    [
+        ('privacy = ["ldp(dp_mechanism=1)"]', r"\[grid\] privacy = 'ldp\(dp_mechanism=1\)': "),
+        ('privacy = ["ldp"]\ntarget_epsilon = [8.0]\nclip_norm = [0.0]', r"clip_norm"),
+        ('privacy = ["ldp(sigma=1.0)"]', r"does not take \['sigma'\]"),
+        ('privacy = ["none"]\ntarget_epsilon = [8.0]', r"needs --privacy"),
+    ],
+)
+def test_bad_privacy_cells_are_refused(tmp_path, capsys, grid, pattern):
+    path = tmp_path / "p.toml"
+    path.write_text(f"[fixed]\nclients = 4\n[grid]\n{grid}\n")
+    assert main(["experiment", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("fedchain: error: "), err
+    assert re.search(pattern, err), err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_grid_may_gain_axis_values_and_reuse_its_cells(tmp_path):
+    from fedchain.experiments.execute import run_experiment, same_grid_family
+    from fedchain.experiments.grid import spec_from_dict
+    from protocol.metrics import Progress
+
+    base = {
+        "experiment": {"name": "grow", "kind": "recovery", "seeds": 1, "metric": "psnr"},
+        "fixed": {"iterations": 5, "restarts": 1},
+        "grid": {"defence": ["none"]},
+    }
+    out = tmp_path / "grow"
+    first = run_experiment(spec_from_dict(base, "g.toml"), out, progress=Progress(quiet=True))
+    assert (first.ran, first.reused) == (1, 0)
+    grown = {**base, "grid": {"defence": ["none", "ldp(epsilon=1.0)"]}}
+    second = run_experiment(spec_from_dict(grown, "g.toml"), out, progress=Progress(quiet=True))
+    assert (second.ran, second.reused) == (1, 1)
+    meta = json.loads((out / "experiment.json").read_text())
+    assert meta["grid"]["axes"]["defence"] == ["none", "ldp(epsilon=1.0)"]
+    assert len(meta["runs"]) == 2
+    # other fixed settings or other axes are another grid: refused
+    other = {**base, "fixed": {"iterations": 6, "restarts": 1}}
+    with pytest.raises(ConfigError, match="with another grid"):
+        run_experiment(spec_from_dict(other, "g.toml"), out, progress=Progress(quiet=True))
+    assert not same_grid_family(meta["grid"], {**meta["grid"], "axes": {"model": ["mlp"]}})
+    assert not same_grid_family(None, meta["grid"])

@@ -5,7 +5,8 @@
   demo`` option (``DemoConfig`` field) plus ``attack`` (a client attack, ``"none"``, or
   ``name(key=value, ...)``), ``byzantine`` (a count, or a fraction of the clients, rounded;
   the attackers are the last clients), ``collusion`` (``paper`` | ``sequential``) and
-  ``privacy`` (passed to the run when ``DemoConfig`` has it, as after the privacy merge). Unless
+  ``privacy`` (a mode, or a mode with its settings: ``ldp(dp_mechanism="laplace")``;
+  ``target_epsilon = inf`` runs the cell without privacy, see :func:`privacy_settings`). Unless
   ``rule_params`` is given, robust rules get the true number of Byzantine clients: ``f``
   for Krum, Multi-Krum and Bulyan, ``beta = f / clients`` for the trimmed mean.
   Metrics: final accuracy and loss, accuracy per round, rounds finalized, seconds per round
@@ -18,6 +19,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 import typing
 from collections.abc import Callable, Mapping
@@ -51,7 +53,6 @@ FEDCHAIN_EXTRA: dict[str, Any] = {
     "attack": str,
     "byzantine": int | float,
     "collusion": str,
-    "privacy": str,
 }
 FEDCHAIN_DEFAULTS: dict[str, Any] = {
     "attack": "none",
@@ -87,10 +88,65 @@ def _rule_params(params: Mapping[str, Any], clients: int) -> dict[str, Any]:
     return {}
 
 
+#: ``DemoConfig`` fields that configure privacy: a ``privacy`` value may set them in its call
+#: syntax (``ldp(dp_mechanism="laplace")``), and a non-private cell drops them. Only the
+#: fields this build's ``DemoConfig`` has count (distributed DP adds several).
+PRIVACY_FIELDS = (
+    "dp_mechanism",
+    "target_epsilon",
+    "target_delta",
+    "noise_multiplier",
+    "clip_norm",
+    "sample_rate",
+    "budget_policy",
+    "dropout_fraction",
+    "ddp_scale",
+    "adaptive_clip",
+    "clip_quantile",
+    "clip_learning_rate",
+    "clip_bit_epsilon",
+    "he_key_bits",
+    "reveal_window",
+)
+
+
+def privacy_settings(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The privacy ``DemoConfig`` settings of a cell, resolved.
+
+    ``privacy`` is a mode (``ldp``, ``ddp+secagg``, ...) or a mode with settings in call
+    syntax, ``ldp(dp_mechanism="laplace", clip_norm=10)``, so one grid axis can hold
+    combinations a cross product cannot (Laplace and Gaussian local DP next to distributed
+    DP). ``target_epsilon = inf`` makes the cell non-private: mode ``none`` and every
+    privacy setting dropped (no clipping, no noise), the ε = ∞ end of a privacy curve.
+    A setting given both in the call and elsewhere in the cell is refused.
+    """
+    hints = _demo_fields()
+    text = str(params.get("privacy", "none"))
+    mode, inner = parse_call(text)
+    allowed = [k for k in PRIVACY_FIELDS if k in hints]
+    unknown = sorted(set(inner) - set(allowed))
+    if unknown:
+        raise ConfigError(f"does not take {unknown}; accepted: {allowed}")
+    twice = sorted(set(inner) & set(params))
+    if twice:
+        raise ConfigError(f"sets {twice}, which the cell also sets; keep one")
+    settings = {k: params[k] for k in allowed if k in params}
+    settings.update(inner)
+    for key, value in inner.items():
+        if not value_matches(value, hints[key]):
+            raise ConfigError(f"parameter {key} = {value!r}: expected {_type_word(hints[key])}")
+    epsilon = settings.get("target_epsilon")
+    if isinstance(epsilon, int | float) and math.isinf(epsilon) and epsilon > 0:
+        return {"privacy": "none"}
+    return {"privacy": mode, **settings}
+
+
 def demo_config(params: Mapping[str, Any], seed: int, out: str, name: str) -> DemoConfig:
-    """The ``DemoConfig`` of a fedchain cell (extra keys and labels left out)."""
-    demo_keys = set(_demo_fields())
+    """The ``DemoConfig`` of a fedchain cell (extra keys and labels left out; the privacy
+    settings resolved by :func:`privacy_settings`)."""
+    demo_keys = set(_demo_fields()) - {"privacy", *PRIVACY_FIELDS}
     settings = {k: v for k, v in params.items() if k in demo_keys}
+    settings.update(privacy_settings(params))
     clients = int(settings.get("clients", DemoConfig.clients))
     settings["rule_params"] = _rule_params(params, clients)
     return DemoConfig(**{**settings, "seed": seed, "out": out, "name": name})
@@ -145,11 +201,10 @@ def _check_fedchain(params: Mapping[str, Any], label: Callable[[str, Any], str])
     if collusion not in ("paper", "sequential"):
         raise ConfigError(f"{label('collusion', collusion)}: expected 'paper' or 'sequential'")
     privacy = params.get("privacy", "none")
-    if privacy != "none" and "privacy" not in hints:
-        raise ConfigError(
-            f"{label('privacy', privacy)}: only 'none' until the privacy package "
-            "(--privacy) is built"
-        )
+    try:
+        privacy_settings(params)
+    except ConfigError as exc:
+        raise ConfigError(f"{label('privacy', privacy)}: {exc}") from exc
     byz = params.get("byzantine", 0)
     clients = int(params.get("clients", DemoConfig.clients))
     if isinstance(byz, float) and not 0 <= byz < 1:

@@ -160,6 +160,24 @@ def _format_seconds(seconds: float) -> str:
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
+def same_grid_family(old: Any, new: Mapping[str, Any]) -> bool:
+    """True if a run directory holding grid ``old`` may be reused for grid ``new``.
+
+    The name, the cell kind, the fixed settings and the axes' names (in order) must agree;
+    an axis may gain or lose values (a new epsilon, a privacy mode this build now runs):
+    a cell's id hashes every parameter, so only units with exactly the same parameters
+    are reused and the others run.
+    """
+    if not isinstance(old, Mapping):
+        return False
+    keep = ("name", "kind", "fixed")
+    # through JSON, as experiment.json stores it (tuples become lists)
+    old_j, new_j = (json.loads(json.dumps(g, default=str)) for g in (old, new))
+    return all(old_j.get(k) == new_j.get(k) for k in keep) and list(old_j.get("axes", {})) == list(
+        new_j.get("axes", {})
+    )
+
+
 class _Experiment:
     """The run directory of one experiment and its bookkeeping."""
 
@@ -180,7 +198,7 @@ class _Experiment:
                 raise ConfigError(
                     f"--out {str(self.dir)!r}: unreadable experiment.json ({exc})"
                 ) from exc
-            if old.get("grid") != self.spec.definition():
+            if not same_grid_family(old.get("grid"), self.spec.definition()):
                 raise ConfigError(
                     f"--out {str(self.dir)!r}: holds experiment {old.get('name')!r} with another "
                     "grid; choose another --out (or delete it) to start afresh"
