@@ -260,13 +260,18 @@ def _panels(
     axes: Mapping[str, Sequence[Any]],
     width: float,
     height: float,
+    stacked: bool = False,
 ) -> tuple[list[Any], list[Any], Any, Any]:
-    """x values, series values, and a figure with one panel per metric."""
+    """x values, series values, and a figure with one panel per metric (side by side, or
+    one above the other when ``stacked``: wide panels)."""
     assert plot.x
     xs = _order(rows, plot.x, axes)
     series = _order(rows, plot.series, axes) if plot.series else [None]
     _style()
     n = len(plot.metrics)
+    if stacked:
+        fig, panels = plt.subplots(n, 1, figsize=(width, height * n), squeeze=False)
+        return xs, series, fig, [row[0] for row in panels]
     fig, panels = plt.subplots(1, n, figsize=(width * n, height), squeeze=False)
     return xs, series, fig, panels[0]
 
@@ -479,9 +484,15 @@ def bars(
 ) -> Path:
     """Each metric (one panel each) per x value, grouped by series, 95 % CI error bars."""
     n_x = len(_order(rows, plot.x or "", axes))
-    xs, series, fig, panels = _panels(rows, plot, axes, max(4.5, 0.9 * n_x + 1.5), 3.6)
+    fig_width = max(4.5, 0.9 * n_x + 1.5)
+    stacked = fig_width > 8
+    xs, series, fig, panels = _panels(rows, plot, axes, fig_width, 3.6, stacked=stacked)
     width = 0.8 / len(series)
     stats = _stats_by_series(rows, plot, xs, series)
+    low = min(
+        (x.mean - e for _, by in stats for m in plot.metrics for x, e in _lows(by[m])),
+        default=0.0,
+    )
     for ax, metric in zip(panels, plot.metrics, strict=True):
         for si, (s, by_metric) in enumerate(stats):
             st = by_metric[metric]
@@ -497,10 +508,18 @@ def bars(
             range(len(xs)), [value_label(plot.x or "", v) for v in xs], rotation=30, ha="right"
         )
         _finish_panel(ax, plot, metric, series)
+        if metric in BOUNDED and low < 0:  # SSIM can be negative: show it
+            ax.set_ylim(low - 0.05, 1.05)
     every = [st for _, by in stats for m in plot.metrics for st in by[m]]
     fig.suptitle(f"{title} (mean; {_spread_words(every)})")
-    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    fig.tight_layout(rect=(0, 0, 1, 0.96 if stacked and len(panels) > 1 else 0.94))
     return _save(fig, path)
+
+
+def _lows(stats: Sequence[Any]) -> list[tuple[Any, float]]:
+    """Each stat with the length of its lower error bar (for the axis' lower limit)."""
+    below = _err(stats)[0]
+    return [(st, b) for st, b in zip(stats, below, strict=True) if st.n]
 
 
 def images(
