@@ -338,3 +338,37 @@ def test_a_grid_may_gain_axis_values_and_reuse_its_cells(tmp_path):
         run_experiment(spec_from_dict(other, "g.toml"), out, progress=Progress(quiet=True))
     assert not same_grid_family(meta["grid"], {**meta["grid"], "axes": {"model": ["mlp"]}})
     assert not same_grid_family(None, meta["grid"])
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_cells_with_the_same_run_share_it(tmp_path, jobs):
+    """Every epsilon = inf cell is the same non-private run: it runs once per seed (with
+    two workers the twin waits for the run in flight) and every such cell reports it."""
+    from fedchain.experiments.execute import run_experiment
+    from fedchain.experiments.grid import spec_from_dict
+    from protocol.metrics import Progress
+
+    grid = {
+        "experiment": {"name": "twins", "seeds": 1},
+        "fixed": {"clients": 3, "rounds": 1, "epochs": 1, "model": "logreg", "aggregators": 1},
+        "grid": {
+            "privacy": ['ldp(dp_mechanism="laplace")', 'ldp(dp_mechanism="gaussian")'],
+            "target_epsilon": [math.inf],
+        },
+    }
+    lines: list[str] = []
+
+    class Lines(Progress):
+        def line(self, text: str) -> None:
+            lines.append(text)
+
+    out = tmp_path / "twins"
+    run = run_experiment(spec_from_dict(grid, "t.toml"), out, jobs=jobs, progress=Lines(quiet=True))
+    assert run.status == "finished" and run.ran == 2
+    first, second = sorted(run.rows, key=lambda r: r["privacy"], reverse=True)
+    assert "same_run_as" not in first and second["same_run_as"] == first["cell_id"]
+    assert second["unit_dir"] == first["unit_dir"]
+    assert second["final_accuracy"] == first["final_accuracy"]
+    assert second["accuracy_per_round"] == first["accuracy_per_round"]
+    assert len(list(out.glob("cells/*/seed-0/summary.json"))) == 1  # one run on disk
+    assert any("(the run of privacy=ldp" in line for line in lines)

@@ -37,6 +37,7 @@ __all__ = [
     "CellKind",
     "byzantine_count",
     "demo_config",
+    "effective_fedchain",
     "run_unit",
     "scenario_for",
     "validate_spec",
@@ -308,6 +309,15 @@ def run_centralized(params: Mapping[str, Any], seed: int, unit_dir: Path) -> dic
 # fedchain
 
 
+def effective_fedchain(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A fedchain cell's parameters as its run sees them: the privacy settings resolved
+    (:func:`privacy_settings`), so every ``target_epsilon = inf`` cell of a grid that
+    differs only in its privacy settings is one and the same non-private run."""
+    out = {k: v for k, v in params.items() if k not in ("privacy", *PRIVACY_FIELDS)}
+    out.update(privacy_settings(params))
+    return out
+
+
 def run_fedchain(params: Mapping[str, Any], seed: int, unit_dir: Path) -> dict[str, Any]:
     """One complete fedchain run; its run directory becomes ``unit_dir``."""
     from fedchain.runner import Demo
@@ -357,6 +367,8 @@ class CellKind:
     metrics: tuple[str, ...]
     #: the per-round (or per-epoch) accuracy series a ``rounds`` figure draws
     series: str | None = None
+    #: the parameters that determine a unit's run (two cells with equal ones share it)
+    effective: Callable[[Mapping[str, Any]], Mapping[str, Any]] = dict
 
 
 def _recovery_kind() -> CellKind:
@@ -377,6 +389,7 @@ CELL_KINDS: dict[str, Callable[[], CellKind]] = {
         run_fedchain,
         ("final_accuracy", "final_loss", "seconds_per_round", "gas_per_round"),
         "accuracy_per_round",
+        effective_fedchain,
     ),
     "centralized": lambda: CellKind(
         "centralized",
