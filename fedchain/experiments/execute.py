@@ -369,12 +369,15 @@ def run_experiment(
         exp.finish_unit(unit, metrics, seconds, twin)
         runs_done.setdefault(exp.run_key(unit), twin or unit)
         ran += 1
-        durations.append(seconds)
+        if twin is None:  # a shared run took no time: it would skew the ETA
+            durations.append(seconds)
         done = reused + ran
         exp.write_meta("running", done)
         exp.write_csv()
         left = total - done
-        eta = sum(durations) / len(durations) * left / max(1, jobs)
+        eta_text = "0s" if not left else "?"
+        if left and durations:
+            eta_text = _format_seconds(sum(durations) / len(durations) * left / max(1, jobs))
         shown = ", ".join(
             f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
             for k, v in metrics.items()
@@ -384,7 +387,7 @@ def run_experiment(
         p.line(
             f"[{done}/{total}] {_label(unit.cell)} seed {unit.seed}: {shown} "
             f"({how})  elapsed {_format_seconds(time.perf_counter() - start)}, "
-            f"ETA {_format_seconds(eta) if left else '0s'}"
+            f"ETA {eta_text}"
         )
         if on_unit is not None:
             on_unit(exp.row(unit, metrics, seconds))
