@@ -451,6 +451,13 @@ class CollectionClosed(TaskRevert):
     params = ("round", "closeBlock")
 
 
+class AccumulatorForgotten(TaskRevert):
+    """``updateAccumulator`` of a round before the previous one (only its events keep it)."""
+
+    error_name = "AccumulatorForgotten"
+    params = ("round", "currentRound")
+
+
 class CollectionNotClosed(TaskRevert):
     """Aggregation-phase call while the round is still collecting updates."""
 
@@ -737,6 +744,7 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
     for cls in (
         AggregateAlreadySubmitted,
         AggregatorAlreadyRegistered,
+        AccumulatorForgotten,
         AggregatorIsSlashed,
         AlreadyAttested,
         AttestationClosed,
@@ -1008,7 +1016,9 @@ class TaskContract:
 
         Rebuilt from the round's ``UpdatesRegistered`` events (read incrementally and kept)
         and checked against the on-chain accumulator and count: a list that does not hash to
-        it raises :class:`~adapters.records.AccumulatorMismatch`, never a silent answer."""
+        it raises :class:`~adapters.records.AccumulatorMismatch`, never a silent answer. For a
+        round older than the previous one the contract keeps only the count: the list must
+        have that length and every batch must hash to the accumulator its event carries."""
         acc, count = self.update_accumulator(round)
         log = self._update_logs.get(round)
         for fresh in (False, True):
@@ -1016,7 +1026,7 @@ class TaskContract:
                 log = self._update_logs[round] = _UpdateLog()
             if len(log.entries) < count:
                 self._scan_updates(round, log)
-            if len(log.entries) >= count and log.accs[count] == acc:
+            if len(log.entries) >= count and acc in (None, log.accs[count]):
                 return log.entries[:count]
             # a cached prefix from a reverted chain (snapshot) fails here: rescan once
         have = len(log.entries) if log is not None else 0
@@ -1055,8 +1065,13 @@ class TaskContract:
                 )
         log.next_block = to_block + 1
 
-    def update_accumulator(self, round: int) -> tuple[int, int]:
-        """The on-chain accumulator over ``round``'s update list, and its length."""
+    def update_accumulator(self, round: int) -> tuple[int | None, int]:
+        """The on-chain accumulator over ``round``'s update list, and its length. The contract
+        keeps the accumulator of the current and the previous round only: for an earlier
+        round it is None (its last ``UpdatesRegistered`` event carries it) and the length
+        comes from the round's state."""
+        if round + 1 < self.current_round():
+            return None, self.round_info(round).update_count
         acc, count = self._call("updateAccumulator", round)
         return int(acc), int(count)
 

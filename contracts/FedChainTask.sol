@@ -82,31 +82,31 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         Finalized
     }
 
-    /// @dev Storage layout of a round (5 slots). `status` only ever holds Pending (open,
+    /// @dev Storage layout of a round (4 slots). `status` only ever holds Pending (open,
     ///      lazily Collecting/Attesting/Aggregating), Submitted, Disputed or Finalized.
     ///      Block numbers are 40 bits (checked on write). `aggregatorIndex` is meaningful while
     ///      status != Pending, `challenger` and `challengeBlock` while the round is Disputed.
+    ///      The round's update accumulator is not here: it lives in `_liveAccumulators`.
     struct RoundState {
-        // slot 0: written when the round opens, closes, is attested by n - f, submitted, ...
+        // slot 0: written when the round opens, on registrations, when collection closes, when
+        // n - f members attested, on submission, ...
         uint40 openBlock;
         uint40 closeBlock; // 0 until minUpdates is reached, then the block collection closes
         // start block of the current attempt; for attempt 0 only once n - f members attested
         // (then attempt 0 starts at that block; otherwise at closeBlock + attestWindow)
         uint40 attemptStart;
         uint40 submitBlock;
-        uint40 challengeBlock;
         uint24 attempt;
         Phase status;
         uint8 aggregatorIndex; // committee index of the current attempt's submitter
         uint16 attestCount; // members that attested (at most 256)
-        // slot 1: the round's update list, as a hash chain and a count
-        uint224 updateAccumulator;
-        uint32 updateCount;
-        // slot 2
+        uint32 updateCount; // updates registered
+        // slot 1
         bytes32 aggregateDigest;
-        // slot 3
+        // slot 2: written by a challenge, cleared when its dispute ends
         address challenger; // bonded challenger of the open dispute
-        // slot 4
+        uint40 challengeBlock;
+        // slot 3
         uint256 attestMask; // bit i: committee member i attested
     }
 
@@ -175,6 +175,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     error RoundNotOpen(uint256 round, uint256 currentRound);
     error CollectionClosed(uint256 round, uint256 closeBlock);
     error CollectionNotClosed(uint256 round, uint256 updateCount, uint256 closeBlock);
+    error AccumulatorForgotten(uint256 round, uint256 currentRound);
     error UpdateAlreadySubmitted(uint256 round, address client);
     // signed client records (batches)
     /// @notice A `submitUpdates` batch of `length` bytes is empty or not a whole number of
@@ -361,6 +362,13 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     mapping(uint256 word => uint256) private _updateWords;
 
     mapping(uint256 round => RoundState) private _rounds;
+    /// @dev The update accumulators of the current and the previous round, at index
+    ///      round % 2, each XORed with `_ACCUMULATOR_MARK` so that an empty list is not a zero
+    ///      word: `start` creates both slots and `finalize` resets the next round's to the mark,
+    ///      so no registration ever creates a storage slot (rewriting one costs ~17k less).
+    ///      Earlier rounds' accumulators are in their `UpdatesRegistered` events only.
+    uint256[2] private _liveAccumulators;
+    uint256 private constant _ACCUMULATOR_MARK = 1;
     /// @dev Attestation bitmaps: round -> committee index -> word -> bits (bit i of word w is
     ///      update 256 * w + i of the round's registration order).
     // slither-disable-next-line uninitialized-state
@@ -465,6 +473,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         _currentRound = 1;
         _committeeSize = uint16(_aggregators.length);
         _rounds[1].openBlock = _blockNow();
+        _liveAccumulators[0] = _ACCUMULATOR_MARK;
+        _liveAccumulators[1] = _ACCUMULATOR_MARK;
         emit TaskStarted(_aggregators.length, block.number);
         emit RoundOpened(1, block.number);
     }
@@ -557,7 +567,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         t.round = round;
         t.openBlock = rs.openBlock;
         t.closeBlock = rs.closeBlock;
-        t.acc = rs.updateAccumulator;
+        t.acc = _liveAccumulators[round % 2] ^ _ACCUMULATOR_MARK;
         t.count = rs.updateCount;
         t.firstIndex = t.count;
         t.wordIndex = type(uint256).max;
@@ -619,7 +629,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         _flushWord(t);
         uint256 accepted = t.count - t.firstIndex;
         if (accepted == 0) return;
-        rs.updateAccumulator = uint224(t.acc);
+        _liveAccumulators[t.round % 2] = t.acc ^ _ACCUMULATOR_MARK;
         rs.updateCount = SafeCast.toUint32(t.count);
         if (t.closeBlock != rs.closeBlock) rs.closeBlock = SafeCast.toUint40(t.closeBlock);
         bytes memory entries = t.entries;
@@ -783,6 +793,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
             uint256 next = round + 1;
             _currentRound = uint64(next);
             _rounds[next].openBlock = _blockNow();
+            // round next - 2's accumulator (if any) is only in its events from now on
+            _liveAccumulators[next % 2] = _ACCUMULATOR_MARK;
             emit RoundOpened(next, block.number);
         }
     }
@@ -1194,10 +1206,15 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     /// @notice The accumulator over the updates registered for `round` and their count: the
     ///         low 224 bits of a keccak hash chain from 0 (`ClientRecords.extendUpdates`). The
     ///         list itself is in the round's `UpdatesRegistered` events; a node rebuilds it and
-    ///         checks it against this.
+    ///         checks it against this. Kept for the current and the previous round only (the
+    ///         last `UpdatesRegistered` event of an earlier round carries its final value, and
+    ///         `getRound(round).updateCount` its length); (0, 0) for a round not opened yet.
     function updateAccumulator(uint256 round) external view returns (uint256 accumulator, uint256 count) {
-        RoundState storage rs = _rounds[round];
-        return (rs.updateAccumulator, rs.updateCount);
+        uint256 current = _currentRound;
+        // INVARIANT: only the current and the previous round's accumulators are kept.
+        if (round + 1 < current) revert AccumulatorForgotten(round, current);
+        if (round == 0 || round > current) return (0, 0);
+        return (_liveAccumulators[round % 2] ^ _ACCUMULATOR_MARK, _rounds[round].updateCount);
     }
 
     /// @notice Whether `client` has an update registered for `round`, which must be the current

@@ -68,7 +68,9 @@ def task_status(rpc_url: str, address: str) -> dict[str, Any]:
                 "round": r,
                 "phase": phase.name.lower(),
                 "updates": count,
-                "update_accumulator": f"{accumulator:056x}",
+                # None once the contract keeps only the round's count (rounds before the
+                # previous one)
+                "update_accumulator": None if accumulator is None else f"{accumulator:056x}",
                 "digest": task.round_digest(r).hex() if phase == Phase.FINALIZED else None,
             }
         )

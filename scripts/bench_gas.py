@@ -108,7 +108,7 @@ def registration_rows() -> list[tuple[str, int, int | None]]:
             later = batches(r)
             rows += [
                 (
-                    "submitUpdate, alone, the round's first (creates its accumulator)",
+                    "submitUpdate, alone, the round's first",
                     alone[0],
                     50_000,
                 ),

@@ -312,6 +312,7 @@ def test_status_of_a_real_task(anvil_url: str, capsys: pytest.CaptureFixture[str
     assert main(["status", "--rpc-url", anvil_url, "--task", task.address, "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
     acc, count = task.update_accumulator(1)
+    assert acc is not None
     assert status["rounds"] == [
         {
             "round": 1,

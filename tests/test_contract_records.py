@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from adapters.contract import (
+    AccumulatorForgotten,
     BadBatch,
     CollectionClosed,
     InvalidSignature,
@@ -205,6 +206,40 @@ def test_bitmap_words_are_reused_round_after_round(task_factory: Any) -> None:
     # earlier rounds stay readable from their events, checked against their accumulators
     assert [u.digest for u in task.updates(1)] == [dg((1, 0)), dg((1, 1))]
     assert [u.digest for u in task.updates(2)] == [dg((2, 0)), dg((2, 1))]
+
+
+def test_accumulators_of_the_current_and_previous_round_are_kept(task_factory: Any) -> None:
+    """Round 3 reuses round 1's accumulator slot: round 1 keeps only its count (the list is
+    checked against its length and its events' own accumulators); round 2 and 3 the full
+    check. A new round's list starts empty whatever the slot held before."""
+    s = task_factory(n_clients=2, min_updates=2, max_updates=2, num_rounds=3)
+    task = s.task
+    for round_ in (1, 2):
+        task.submit_updates(s.owner, round_, [record(s, 0, round_), record(s, 1, round_)])
+        s.chain.mine_to(task.round_info(round_).close_block)
+        agg = s.account(task.current_aggregator().address)
+        task.submit_aggregate(agg, round_, dg(("agg", round_)))
+        s.chain.mine(task.config().challenge_window)
+        task.finalize(s.owner, round_)
+    assert task.update_accumulator(3) == (0, 0)
+    task.submit_update(s.clients[1], 3, dg("three"), 4)
+    assert task.update_accumulator(3) == (
+        extend_updates(0, s.clients[1].address, dg("three"), 4),
+        1,
+    )
+    acc2 = 0
+    for i in range(2):
+        acc2 = extend_updates(acc2, s.clients[i].address, dg((2, i)), 10)
+    assert task.update_accumulator(2) == (acc2, 2)
+    assert task.update_accumulator(1) == (None, 2)
+    with pytest.raises(AccumulatorForgotten):
+        s.chain.call(task.contract.functions.updateAccumulator(1))
+    fresh = TaskContract.at(s.chain, task.address)
+    assert [u.digest for u in fresh.updates(1)] == [dg((1, 0)), dg((1, 1))]
+    real = s.chain.logs
+    s.chain.logs = lambda *args: real(*args)[:0]  # type: ignore[method-assign]
+    with pytest.raises(AccumulatorMismatch):
+        TaskContract.at(s.chain, task.address).updates(1)  # a lost event: too short
 
 
 def test_a_list_that_does_not_match_the_accumulator_is_an_error(
