@@ -89,26 +89,18 @@ def _rule_params(params: Mapping[str, Any], clients: int) -> dict[str, Any]:
     return {}
 
 
-#: ``DemoConfig`` fields that configure privacy: a ``privacy`` value may set them in its call
-#: syntax (``ldp(dp_mechanism="laplace")``), and a non-private cell drops them. Only the
-#: fields this build's ``DemoConfig`` has count (distributed DP adds several).
-PRIVACY_FIELDS = (
-    "dp_mechanism",
-    "target_epsilon",
-    "target_delta",
-    "noise_multiplier",
-    "clip_norm",
-    "sample_rate",
-    "budget_policy",
-    "dropout_fraction",
-    "ddp_scale",
-    "adaptive_clip",
-    "clip_quantile",
-    "clip_learning_rate",
-    "clip_bit_epsilon",
-    "he_key_bits",
-    "reveal_window",
-)
+def _privacy_fields() -> tuple[str, ...]:
+    """``DemoConfig`` fields that configure privacy: those that are parameters of the run's
+    :class:`privacy.spec.PrivacySpec` (``dp_mechanism`` is its ``mechanism``), whatever
+    this build's spec holds. A ``privacy`` value may set them in its call syntax
+    (``ldp(dp_mechanism="laplace")``), and a non-private cell drops them."""
+    from privacy.spec import PrivacySpec
+
+    spec = {f.name for f in fields(PrivacySpec)} | {"dp_mechanism"}
+    return tuple(f.name for f in fields(DemoConfig) if f.name in spec)
+
+
+PRIVACY_FIELDS = _privacy_fields()
 
 
 def privacy_settings(params: Mapping[str, Any]) -> dict[str, Any]:
