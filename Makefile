@@ -11,9 +11,9 @@ PYTEST_ARGS ?=
 # Every package is type-checked strictly.
 MYPY_TARGETS := protocol adapters privacy aggregators consensus clients fedchain
 
-.PHONY: setup setup-python setup-node setup-slither demo test lint typecheck slither pytest compile compile-check clean
+.PHONY: setup setup-python setup-node setup-browser setup-slither demo dashboard test lint typecheck slither pytest compile compile-check clean
 
-setup: setup-python setup-node
+setup: setup-python setup-node setup-browser
 
 setup-python: $(STAMP)
 $(STAMP): requirements.lock pyproject.toml
@@ -26,6 +26,14 @@ $(STAMP): requirements.lock pyproject.toml
 ## when up to date.
 setup-node:
 	scripts/install_tools.sh
+
+## Debian's chromium for the dashboard's browser tests (apt-get when missing; fast when present).
+setup-browser:
+	scripts/install_browser.sh
+
+## The web dashboard and control panel for the runs under runs/ (prints its URL).
+dashboard: setup-python
+	$(VENV)/bin/fedchain dashboard --runs runs $(ARGS)
 
 ## Run the demo on embedded defaults (in-process chain, on-disk content store).
 demo: setup-python

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -417,13 +419,26 @@ def _run_ok(summary: dict[str, Any]) -> bool:
     return bool(privacy.get("budget_exhausted")) and not summary["liveness_lost"]
 
 
-def cmd_experiment(args: argparse.Namespace) -> int:
+def preflight_demo(args: argparse.Namespace) -> None:
+    """What ``fedchain demo`` refuses before any work (the run configuration's checks)."""
+    _demo_config(args).validate()
+
+
+def preflight_run(args: argparse.Namespace) -> None:
+    """What ``fedchain run`` refuses before any work (every scenario file, validated)."""
+    from fedchain.scenario import load_scenario
+
+    for path in args.scenarios:
+        load_scenario(path)
+
+
+def experiment_spec(args: argparse.Namespace) -> Any:
+    """The grid ``fedchain experiment`` would run (a builtin or a TOML file, --quick and
+    --seeds applied); ``ConfigError`` naming the bad value."""
     from dataclasses import replace
 
     from fedchain.experiments.builtin import BUILTINS, builtin
-    from fedchain.experiments.execute import run_experiment
     from fedchain.experiments.grid import load_grid, parse_seeds
-    from protocol.metrics import Progress
 
     target = args.experiment
     if target in BUILTINS:
@@ -438,9 +453,30 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         )
     if args.seeds is not None:
         spec = replace(spec, seeds=parse_seeds(args.seeds))
-    out = args.out or str(
-        Path("runs") / "experiments" / (spec.name + ("-quick" if args.quick else ""))
-    )
+    return spec
+
+
+def experiment_out(args: argparse.Namespace, spec: Any, runs: str | Path = "runs") -> str:
+    """The experiment's run directory: ``--out``, else ``RUNS/experiments/NAME[-quick]``."""
+    if args.out:
+        return str(args.out)
+    return str(Path(runs) / "experiments" / (spec.name + ("-quick" if args.quick else "")))
+
+
+def preflight_experiment(args: argparse.Namespace) -> None:
+    """What ``fedchain experiment`` refuses before any work: the grid (every cell's values),
+    --seeds and --jobs."""
+    from fedchain.experiments.execute import check_run
+
+    check_run(experiment_spec(args), args.jobs)
+
+
+def cmd_experiment(args: argparse.Namespace) -> int:
+    from fedchain.experiments.execute import run_experiment
+    from protocol.metrics import Progress
+
+    spec = experiment_spec(args)
+    out = experiment_out(args, spec)
     result = run_experiment(
         spec,
         out,
@@ -605,6 +641,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     for path in args.paths:
         if not Path(path).exists():
             raise ConfigError(f"RUN_DIR {path!r}: no such file or directory")
+    if args.html:
+        return _html_report(args)
+    if args.output is not None:
+        raise ConfigError(f"-o {args.output!r}: only with --html (the table goes to stdout)")
     rows = collect(args.paths)
     if not rows:
         print(
@@ -615,6 +655,32 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 2
     print(json.dumps(rows, indent=2) if args.json else markdown_table(rows))
     return 0
+
+
+def _html_report(args: argparse.Namespace) -> int:
+    from fedchain.dashboard.report_html import write_report
+
+    if len(args.paths) != 1:
+        raise ConfigError(
+            f"RUN_DIR {' '.join(args.paths)!r}: --html writes one report per run or scenario "
+            "set: give one directory"
+        )
+    out = write_report(Path(args.paths[0]), args.output)
+    print(f"report: {out}")
+    return 0
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    from fedchain.dashboard.server import serve
+
+    return serve(
+        runs=Path(args.runs),
+        host=args.host,
+        port=args.port,
+        max_seconds=args.max_seconds,
+        job_timeout=args.job_timeout,
+        max_jobs=args.max_jobs,
+    )
 
 
 def cmd_testnet(args: argparse.Namespace) -> int:
@@ -731,6 +797,60 @@ def _add_netem_parser(sub: Any) -> None:
     netem.set_defaults(func=cmd_netem)
 
 
+def _add_dashboard_parser(sub: Any) -> None:
+    dash = sub.add_parser(
+        "dashboard",
+        help="a local web dashboard: live runs, testnets, scenario sets, a control panel",
+        description="Serve a web dashboard on 127.0.0.1 for the runs under --runs: every demo, "
+        "scenario run, scenario set, testnet and experiment there; a live view of a run or "
+        "testnet (timeline of rounds and attempts, the contract's chosen aggregator, "
+        "submissions, challenges, PBFT votes and view changes, slashing, stakes and bonds, "
+        "accuracy and loss, gas, privacy budget), updated by server-sent events; and a "
+        "control panel that starts a demo, a scenario or an experiment as a 'fedchain' "
+        "subprocess, stops it, and kills or restarts testnet nodes. Everything it serves "
+        "ships in the package: it works offline. Stop it with Ctrl-C: it stops the "
+        "processes it started.",
+        epilog="example: fedchain dashboard --runs runs   # then open the URL it prints",
+    )
+    dash.add_argument(
+        "--runs", default="runs", metavar="DIR", help="directory of runs to show (%(default)s)"
+    )
+    dash.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="loopback address to bind: 127.0.0.1 (default), localhost or ::1; the "
+        "dashboard starts processes, so it never listens on other interfaces",
+    )
+    dash.add_argument(
+        "--port",
+        type=int,
+        default=8765,
+        help="TCP port (%(default)s; if it is taken, a free one is used; 0: any free port)",
+    )
+    dash.add_argument(
+        "--max-seconds",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop after S seconds (default: run until Ctrl-C)",
+    )
+    dash.add_argument(
+        "--job-timeout",
+        type=float,
+        default=3600.0,
+        metavar="S",
+        help="a process started from the control panel is stopped after S seconds (%(default)s)",
+    )
+    dash.add_argument(
+        "--max-jobs",
+        type=int,
+        default=2,
+        metavar="N",
+        help="processes the control panel runs at once (%(default)s)",
+    )
+    dash.set_defaults(func=cmd_dashboard)
+
+
 EXPERIMENT_EPILOG = """\
 builtin experiments:
   robustness  Byzantine clients (sign flip, scaling, Gaussian, label flip, ALIE, IPM
@@ -797,7 +917,7 @@ def _add_experiment_parser(sub: Any) -> None:
     ex.add_argument(
         "--json", action="store_true", help="print per-cell statistics as JSON at the end"
     )
-    ex.set_defaults(func=cmd_experiment)
+    ex.set_defaults(func=cmd_experiment, preflight=preflight_experiment)
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -828,7 +948,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_demo_options(demo)
     _add_engine_options(demo)
-    demo.set_defaults(func=cmd_demo)
+    demo.set_defaults(func=cmd_demo, preflight=preflight_demo)
     run = sub.add_parser(
         "run",
         help="run scenario files (faulty aggregators, malicious clients)",
@@ -855,7 +975,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_backend_option(run)
     _add_engine_options(run)
     run.add_argument("--json", action="store_true", help="print the verdicts as JSON")
-    run.set_defaults(func=cmd_run)
+    run.set_defaults(func=cmd_run, preflight=preflight_run)
     tn = sub.add_parser(
         "testnet",
         help="a local testnet on real parts: anvil, an IPFS daemon, one process per node",
@@ -909,7 +1029,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("paths", nargs="+", metavar="RUN_DIR")
     report.add_argument("--json", action="store_true", help="rows as JSON instead of markdown")
+    report.add_argument(
+        "--html",
+        action="store_true",
+        help="write one self-contained HTML file (inline CSS and SVG charts, no external "
+        "references) for the run or scenario set RUN_DIR: its timeline, rounds, disputes, "
+        "stakes, curves, gas (and the detection table of a set)",
+    )
+    report.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="FILE",
+        help="with --html: where to write it (default RUN_DIR/report.html; '-' for stdout)",
+    )
     report.set_defaults(func=cmd_report)
+    _add_dashboard_parser(sub)
     status = sub.add_parser(
         "status",
         help="show a deployed task's state (config, committee, rounds) over JSON-RPC",
@@ -929,18 +1064,56 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def error_line(exc: BaseException) -> str | None:
+    """The one line ``fedchain`` prints for bad input that raised ``exc`` (None: a bug)."""
+    if isinstance(exc, FedchainError):
+        return f"fedchain: error: {exc}"
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"fedchain: error: {str(exc.filename)!r}: {exc.strerror}"
+    return None  # not a bad path given by the user: a bug, shown whole
+
+
+_PARSE_LOCK = threading.Lock()
+
+
+def check_command(argv: Sequence[str]) -> str | None:
+    """The error ``fedchain ARGV`` would stop with before doing any work, or None.
+
+    ARGV is parsed exactly as on the command line, then the subcommand's pre-flight checks
+    run (``preflight``: the run configuration, scenario files). The dashboard's control
+    panel shows this line for bad form input, so it reads as the CLI's own message.
+    """
+    stderr = io.StringIO()
+    with _PARSE_LOCK:  # argparse prints its one-line error to sys.stderr: capture it
+        try:
+            with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+                args = build_parser().parse_args(list(argv))
+        except SystemExit as exc:
+            lines = stderr.getvalue().strip().splitlines()
+            return lines[-1] if lines else f"fedchain: exit status {exc.code}"
+    preflight = getattr(args, "preflight", None)
+    if preflight is None:
+        return None
+    try:
+        preflight(args)
+    except (FedchainError, OSError) as exc:
+        line = error_line(exc)
+        if line is None:
+            raise
+        return line
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
-    except FedchainError as exc:
-        print(f"fedchain: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        if exc.filename is None:  # not a bad path given by the user: a bug, show it whole
+    except (FedchainError, OSError) as exc:
+        line = error_line(exc)
+        if line is None:
             raise
-        print(f"fedchain: error: {str(exc.filename)!r}: {exc.strerror}", file=sys.stderr)
+        print(line, file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("fedchain: interrupted", file=sys.stderr)

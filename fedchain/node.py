@@ -115,7 +115,7 @@ class NodeProcess:
             "start",
             role=self.entry["role"],
             address=self.account.address,
-            round=self.task.current_round(),
+            round=self._round_if_reachable(),
         )
         started = time.monotonic()
         try:
@@ -149,6 +149,14 @@ class NodeProcess:
         finally:
             if self.replica is not None:
                 self.replica.close()
+
+    def _round_if_reachable(self) -> int | None:
+        """The current round, or None while the chain node is unreachable (a node started
+        during an anvil restart must not die before its retry loop)."""
+        try:
+            return self.task.current_round()
+        except (ChainError, OSError):
+            return None
 
     def _done(self) -> bool:
         # The last round is finalized: nothing is left to do for anyone.

@@ -65,6 +65,8 @@ class PbftService:
             replica = SilentReplica(index)
         else:
             replica = cls(index, committee, account, domain, self._validate)
+        self.replica = replica
+        self._view = 0
         self.tcp = ThreadedTcpNode(
             replica,
             listen=peers[index],
@@ -124,6 +126,13 @@ class PbftService:
                 # Challenged again after a decision (e.g. a second frivolous challenge):
                 # the same certificate resolves it.
                 lines += self._resolve(task, self.certs[inst])
+        view = getattr(self.replica, "view", 0)
+        if view != self._view:  # the replica moved to a new view (read across threads: an int)
+            self._view = view
+            stats = getattr(self.replica, "stats", {})
+            lines.append(
+                {"action": "pbft-view", "view": view, "view_changes": stats.get("view_changes")}
+            )
         while True:
             try:
                 decision = self._decided.get_nowait()

@@ -92,7 +92,8 @@ def detection_row(run_dir: Path) -> dict[str, Any] | None:
     }
 
 
-def _cell(value: Any) -> str:
+def format_cell(value: Any) -> str:
+    """A table cell as the detection table prints it (`-`, yes/NO, thousands separators)."""
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -106,7 +107,7 @@ def markdown_table(rows: Iterable[dict[str, Any]]) -> str:
     """Render rows as a GitHub-flavoured markdown table."""
     header = "| " + " | ".join(title for _, title in COLUMNS) + " |"
     rule = "|" + "|".join("---" for _ in COLUMNS) + "|"
-    body = ["| " + " | ".join(_cell(r[key]) for key, _ in COLUMNS) + " |" for r in rows]
+    body = ["| " + " | ".join(format_cell(r[key]) for key, _ in COLUMNS) + " |" for r in rows]
     return "\n".join([header, rule, *body])
 
 

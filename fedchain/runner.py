@@ -30,7 +30,7 @@ from fedchain.config import DemoConfig
 from fedchain.driver.deployment import deploy, federated_data, privacy_plan
 from fedchain.driver.disputes import DisputeDriver
 from fedchain.driver.engine import make_engine
-from fedchain.driver.events import EventLog
+from fedchain.driver.events import EventLog, emit_stakes
 from fedchain.driver.faults import FaultLog
 from fedchain.driver.fleet import ClientFleet
 from fedchain.driver.loop import BlockLoop
@@ -235,6 +235,7 @@ class Demo:
         p.line(f"run directory: {self.run_dir}")
         if self.privacy.enabled:
             p.line(self._privacy_line())
+        tc = self.task.config()
         self.events.emit(
             "run_started",
             name=cfg.name,
@@ -246,6 +247,19 @@ class Demo:
             rule=cfg.rule,
             aggregators=[{"name": a.name, "address": a.address} for a in self.aggregators],
             byzantine=bad,
+            bonds={
+                "stake": tc.aggregator_stake,
+                "aggregate_bond": tc.aggregate_bond,
+                "challenge_bond": tc.challenge_bond,
+                "timeout_penalty": tc.timeout_penalty,
+            },
+            windows={
+                "collect": tc.collect_window,
+                "attest": tc.attest_window,
+                "submit_timeout": tc.submit_timeout,
+                "challenge": tc.challenge_window,
+                "dispute_timeout": tc.dispute_timeout,
+            },
         )
         self._emit_stakes()
         try:
@@ -351,6 +365,8 @@ class Demo:
             client=node.name,
             digest=ev.detail.get("digest"),
             num_samples=ev.detail.get("num_samples"),
+            relayed=bool(ev.detail.get("relayed")),
+            **{k: ev.detail[k] for k in ("index", "batch", "batch_size") if k in ev.detail},
         )
 
     def _discard_empty_run_dir(self) -> None:
@@ -383,11 +399,7 @@ class Demo:
             self._emit_stakes()
 
     def _emit_stakes(self) -> None:
-        stakes = {}
-        for agg in self.aggregators:
-            info = self.task.aggregator_info(agg.address)
-            stakes[agg.name] = {"stake": info.stake, "active": info.active, "slashed": info.slashed}
-        self.events.emit("stakes", aggregators=stakes, credits=None)
+        emit_stakes(self.events, self.task, {a.address: a.name for a in self.aggregators})
 
     def _round_line(self, record: dict[str, Any]) -> str:
         faults = [a for a in record["attempts"] if a.get("faulty") or a.get("challenges")]

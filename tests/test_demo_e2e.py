@@ -56,7 +56,7 @@ def test_two_rounds_finalize_by_the_contracts_choice(tmp_path) -> None:
     ]
     for r in records:  # phases of each round in protocol order
         phases = [e["phase"] for e in events if e["kind"] == "phase" and e["round"] == r["round"]]
-        assert phases == ["collecting", "aggregating", "submitted", "finalized"]
+        assert phases == ["collecting", "attesting", "aggregating", "submitted", "finalized"]
     chosen = [e["aggregator"] for e in events if e["kind"] == "chosen"]
     assert chosen == [r["aggregator_name"] for r in records]
 

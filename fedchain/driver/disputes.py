@@ -21,13 +21,13 @@ from typing import Any
 from eth_account.signers.local import LocalAccount
 
 from adapters.contract import Phase, TaskContract
-from consensus.committee import Committee
+from consensus.committee import Committee, DisputeOutcome
 from consensus.evidence import proof_of
 from consensus.messages import Domain, Instance
 from consensus.pbft import Replica
-from fedchain.driver.events import EventLog
+from fedchain.driver.events import EventLog, emit_stakes
 from fedchain.driver.faults import FaultLog
-from protocol.errors import ContractRevert
+from protocol.errors import ContractRevert, FedchainError
 
 #: How often one dispute's certificate may be refused before the driver waits for expiry.
 MAX_RESOLVE_TRIES = 3
@@ -99,6 +99,7 @@ class DisputeDriver:
             signers=[]
             if outcome.certificate is None
             else [self.names.get(s, s) for s, _ in outcome.certificate.signatures],
+            votes=self._votes(instance, outcome),
         )
         if not outcome.decided or outcome.certificate is None:
             self._undecided.add(key)
@@ -136,6 +137,33 @@ class DisputeDriver:
         )
         self._emit_slashes(receipt)
         return True
+
+    def _votes(self, instance: Instance, outcome: DisputeOutcome) -> list[dict[str, Any]]:
+        """Per member: PBFT behaviour, own re-execution verdict, decision, certificate."""
+        signed = set() if outcome.certificate is None else dict(outcome.certificate.signatures)
+        votes = []
+        for i, node in enumerate(self.committee.nodes):
+            address = self.accounts[i].address
+            reexecution = None
+            if isinstance(node, Replica):
+                try:
+                    reexecution = "faulty" if node.validate(instance) else "upheld"
+                except FedchainError:  # its inputs are unavailable to it: it abstains
+                    reexecution = None
+            decision = self.committee.net.decisions[i].get(instance)
+            votes.append(
+                {
+                    "member": self.names.get(address, address),
+                    "pbft": self.committee.behaviours[i],
+                    "reexecution": reexecution,
+                    "decided": None
+                    if decision is None
+                    else ("faulty" if decision.faulty else "upheld"),
+                    "view": None if decision is None else decision.certificate.view,
+                    "signed": address in signed,
+                }
+            )
+        return votes
 
     def _report_equivocation(self, round_: int) -> bool:
         """Each replica's recorded, slashable evidence is submitted by its own node."""
@@ -177,9 +205,14 @@ class DisputeDriver:
         return acted
 
     def _emit_slashes(self, receipt: Any) -> None:
+        slashed = False
         for ev in self.task.events(receipt):
             if ev.name == "Slashed":
                 who = str(ev.args["aggregator"])
                 self.events.emit(
                     "slashed", aggregator=self.names.get(who, who), amount=int(ev.args["amount"])
                 )
+                slashed = True
+        if slashed:
+            members = {str(a.address): self.names.get(a.address, a.address) for a in self.accounts}
+            emit_stakes(self.events, self.task, members)

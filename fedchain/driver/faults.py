@@ -44,6 +44,7 @@ class FaultLog:
         self.crashes: list[dict[str, Any]] = []
         self.equivocations: list[dict[str, Any]] = []
         self.attestations: dict[int, dict[str, Any]] = {}
+        self._attesting: set[int] = set()
 
     def attempt(self, round_: int, attempt: int) -> dict[str, Any]:
         return self.attempts.setdefault(
@@ -52,8 +53,13 @@ class FaultLog:
         )
 
     def note_chosen(self, round_: int) -> None:
-        """Record the contract's choice for the current attempt (read independently)."""
-        if self.task.phase(round_) == Phase.AGGREGATING:
+        """Record the contract's choice for the current attempt (read independently), and
+        the start of the round's attestation phase."""
+        phase = self.task.phase(round_)
+        if phase == Phase.ATTESTING and round_ not in self._attesting:
+            self._attesting.add(round_)
+            self.events.emit("phase", round=round_, attempt=0, phase="attesting")
+        if phase == Phase.AGGREGATING:
             chosen = self.task.current_aggregator()
             if chosen.address is not None and (round_, chosen.attempt) not in self.chosen:
                 self.chosen[(round_, chosen.attempt)] = chosen.address

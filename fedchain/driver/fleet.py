@@ -179,16 +179,19 @@ class ClientFleet:
                 receipt = None
             except ContractRevert:
                 return self._alone(round_, chunk)
-            accepted = {u.client for u in self.task.accepted_updates(receipt)} if receipt else set()
+            registered = self.task.accepted_updates(receipt) if receipt else []
+            accepted = {u.client: u.index for u in registered}
             open_ = receipt is not None and (
                 len(accepted) == len(chunk) or self.task.phase(round_) == Phase.COLLECTING
             )
+        # where each update sits in the round's list, and the transaction that put it there
+        # (its first index and size): what the dashboard shows of batched registration
+        batch = {"batch": registered[0].index, "batch_size": len(registered)} if registered else {}
         for node, event, _ in chunk:
             node.mark_submitted(round_)
             if node.address in accepted:
-                self._settle(
-                    node, ClientEvent(round_, "submitUpdate", {**event.detail, "relayed": True})
-                )
+                detail = {**event.detail, "relayed": True, "index": accepted[node.address], **batch}
+                self._settle(node, ClientEvent(round_, "submitUpdate", detail))
             else:
                 reason = "UpdateAlreadySubmitted" if open_ else "CollectionClosed"
                 self._settle(node, _refused(round_, reason))

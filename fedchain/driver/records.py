@@ -33,6 +33,22 @@ from protocol.metrics import PhaseClock
 from protocol.payloads import ModelLayout, decode_global_state
 
 
+def evaluate_global_state(
+    store: ContentStore,
+    digest: bytes,
+    layout: ModelLayout,
+    frac_bits: int,
+    model: Any,
+    test_data: Dataset,
+) -> tuple[float, float]:
+    """Accuracy and loss on ``test_data`` of the global state stored under ``digest``."""
+    state = decode_global_state(layout, get_by_digest(store, digest))
+    params = layout.unflatten(dequantise(state.params, frac_bits))
+    set_params(model, {k: v.astype(np.float32) for k, v in params.items()})
+    ev = evaluate(model, get_params(model), test_data)
+    return ev.accuracy, ev.loss
+
+
 class RoundRecorder:
     """Builds the record of each round as it ends."""
 
@@ -66,11 +82,9 @@ class RoundRecorder:
     def evaluate(self, round_: int, digest: bytes) -> tuple[float, float]:
         """Accuracy and loss of the global state ``digest`` on the test set."""
         with self.clock.phase(round_, "evaluate"):
-            state = decode_global_state(self.layout, get_by_digest(self.store, digest))
-            params = self.layout.unflatten(dequantise(state.params, self.cfg.frac_bits))
-            set_params(self.model, {k: v.astype(np.float32) for k, v in params.items()})
-            ev = evaluate(self.model, get_params(self.model), self.test_data)
-        return ev.accuracy, ev.loss
+            return evaluate_global_state(
+                self.store, digest, self.layout, self.cfg.frac_bits, self.model, self.test_data
+            )
 
     def gas_totals(self) -> dict[str, int]:
         return {op: int(s["total"]) for op, s in self.chain.gas.summary().items()}

@@ -46,7 +46,7 @@ from fedchain.experiments.grid import Cell, ExperimentSpec
 from protocol.errors import ConfigError
 from protocol.metrics import Progress
 
-__all__ = ["RESULT_FILE", "ExperimentRun", "Unit", "load_rows", "run_experiment"]
+__all__ = ["RESULT_FILE", "ExperimentRun", "Unit", "check_run", "load_rows", "run_experiment"]
 
 RESULT_FILE = "result.json"
 #: A row's bookkeeping columns (the rest are the cell's parameters and its metrics).
@@ -287,6 +287,13 @@ class _Experiment:
         return rows
 
 
+def check_run(spec: ExperimentSpec, jobs: int) -> None:
+    """Refuse a bad grid or ``--jobs`` before anything runs (one-line ``ConfigError``)."""
+    validate_spec(spec)
+    if jobs < 1:
+        raise ConfigError(f"--jobs {jobs!r}: must be at least 1")
+
+
 def run_experiment(
     spec: ExperimentSpec,
     out: str | Path,
@@ -304,9 +311,7 @@ def run_experiment(
     pure function of its parameters and seed). Ctrl-C (or the ``STOP_AFTER_ENV`` test hook)
     stops after marking the experiment ``interrupted``; finished units are kept.
     """
-    validate_spec(spec)
-    if jobs < 1:
-        raise ConfigError(f"--jobs {jobs!r}: must be at least 1")
+    check_run(spec, jobs)
     p = progress or Progress()
     directory = Path(out)
     meta = {

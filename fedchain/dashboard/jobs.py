@@ -1,0 +1,222 @@
+"""Processes the control panel starts: ``fedchain`` subcommands, bounded and stoppable.
+
+A :class:`Job` is one ``python -m fedchain.cli COMMAND ...`` process in its own process
+group (so stopping it also stops whatever it started, e.g. a local Ray instance), its
+output in ``RUNS/.dashboard/jobs/ID.log``. :class:`JobManager` refuses bad input with the
+CLI's own one-line error before starting anything (:func:`fedchain.cli.check_command`),
+limits how many jobs run at once, stops a job by PID on request (SIGTERM to the group, then
+SIGKILL after a grace period), stops every job past its time limit, and stops them all when
+the dashboard stops. Processes get SIGTERM if the dashboard dies without cleaning up
+(``setpriv --pdeathsig`` where util-linux has it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Seconds between SIGTERM and SIGKILL when a job is stopped.
+STOP_GRACE_SECONDS = 5.0
+#: Lines of a job's log the control panel shows.
+LOG_TAIL_LINES = 12
+_RUN_DIR = re.compile(r"run directory: (.+)$")
+
+
+@dataclass
+class Job:
+    """One started command and what became of it."""
+
+    id: str
+    argv: list[str]
+    pid: int
+    started: float
+    deadline: float
+    log_path: Path
+    state: str = "running"  # running | finished | failed | stopped | timed out
+    returncode: int | None = None
+    ended: float | None = None
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return []
+        # A progress line rewritten with "\r" shows its last state.
+        out = [ln.rsplit("\r", 1)[-1] for ln in text.splitlines()]
+        return [ln for ln in out if ln.strip()][-lines:]
+
+    def run_dirs(self) -> list[str]:
+        """Where the command writes: an experiment's ``--out``, and the run directories a
+        demo or scenario run announced ("run directory: PATH")."""
+        out = []
+        if self.argv[:1] == ["experiment"] and "--out" in self.argv[:-1]:
+            out.append(self.argv[self.argv.index("--out") + 1])
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return out
+        return out + [m.group(1).strip() for ln in text.splitlines() if (m := _RUN_DIR.search(ln))]
+
+    def error(self) -> str | None:
+        """The CLI's one-line error of a job that exited with status 2 (bad input)."""
+        if self.returncode != 2:
+            return None
+        errors = [ln for ln in self.log_tail(50) if ": error: " in ln]
+        return errors[-1] if errors else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "argv": self.argv,
+            "command": "fedchain " + " ".join(self.argv),
+            "pid": self.pid,
+            "started": self.started,
+            "ended": self.ended,
+            "deadline": self.deadline,
+            "state": self.state,
+            "returncode": self.returncode,
+            "error": self.error(),
+            "run_dirs": self.run_dirs(),
+            "log": self.log_tail(),
+        }
+
+
+class JobError(Exception):
+    """A job could not be started or found: the message is one line for the page."""
+
+
+def _pdeathsig_prefix() -> list[str]:
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []
+
+
+class JobManager:
+    """Starts, watches and stops the control panel's processes."""
+
+    def __init__(
+        self,
+        runs: Path,
+        *,
+        timeout: float = 3600.0,
+        max_jobs: int = 2,
+        python: str = sys.executable,
+        cwd: Path | None = None,
+    ) -> None:
+        self.runs = runs
+        self.timeout = timeout
+        self.max_jobs = max_jobs
+        self.python = python
+        self.cwd = cwd or Path.cwd()
+        self.jobs: dict[str, Job] = {}
+        self._ids = itertools.count(1)
+        self.log_dir = runs / ".dashboard" / "jobs"
+
+    def running(self) -> list[Job]:
+        return [j for j in self.jobs.values() if j.state == "running"]
+
+    def start(self, argv: list[str], *, checked: bool = False) -> Job:
+        """Check ``argv`` as the CLI would (unless ``checked``), then start it.
+
+        Raises ``JobError`` with the CLI's one-line error for bad input.
+        """
+        if not checked:
+            from fedchain.cli import check_command
+
+            problem = check_command(argv)
+            if problem is not None:
+                raise JobError(problem)
+        self.poll()
+        if len(self.running()) >= self.max_jobs:
+            raise JobError(
+                f"{len(self.running())} processes already running (the limit is --max-jobs "
+                f"{self.max_jobs}): stop one first"
+            )
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        job_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{next(self._ids)}"
+        log_path = self.log_dir / f"{job_id}.log"
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        command = [*_pdeathsig_prefix(), self.python, "-m", "fedchain.cli", *argv]
+        with log_path.open("ab") as log:
+            log.write(f"$ fedchain {' '.join(argv)}\n".encode())
+            log.flush()
+            # Popen from the event loop's thread: pdeathsig follows the thread that forked.
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.cwd,
+                env=env,
+                start_new_session=True,
+            )
+        now = time.time()
+        job = Job(job_id, list(argv), proc.pid, now, now + self.timeout, log_path, proc=proc)
+        self.jobs[job_id] = job
+        return job
+
+    def get(self, job_id: str) -> Job:
+        if job_id not in self.jobs:
+            raise JobError(f"no job {job_id!r}")
+        return self.jobs[job_id]
+
+    def poll(self) -> bool:
+        """Collect exit statuses and stop jobs past their deadline; True if any changed."""
+        changed = False
+        now = time.time()
+        for job in self.running():
+            rc = job.proc.poll() if job.proc is not None else None
+            if rc is not None:
+                job.returncode = rc
+                job.ended = now
+                job.state = "finished" if rc == 0 else "failed"
+                changed = True
+            elif now > job.deadline:
+                self._terminate(job)
+                job.state = "timed out"
+                changed = True
+        return changed
+
+    def stop(self, job_id: str) -> Job:
+        """Stop a running job (SIGTERM to its process group, SIGKILL after the grace)."""
+        job = self.get(job_id)
+        if job.state == "running":
+            self._terminate(job)
+            job.state = "stopped"
+        return job
+
+    def _terminate(self, job: Job) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        while time.monotonic() < deadline:
+            if job.proc is not None and job.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError):  # children that ignored SIGTERM
+            os.killpg(job.pid, signal.SIGKILL)
+        if job.proc is not None:
+            try:
+                job.returncode = job.proc.wait(timeout=STOP_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                job.returncode = None
+        job.ended = time.time()
+
+    def shutdown(self) -> list[str]:
+        """Stop every running job (the dashboard is stopping); their ids."""
+        stopped = []
+        for job in self.running():
+            self._terminate(job)
+            job.state = "stopped"
+            stopped.append(job.id)
+        return stopped
