@@ -4,14 +4,16 @@ Each grid writes the documented run directory (experiment.json, cells.csv, summa
 figures/*.png, cells/<cell-id>/seed-<s>/result.json), and its numbers must show what has
 to hold whatever the seed: FedAvg collapses under strong sign flipping and IPM (eps = 10)
 while Median and Krum do not; DLG recovers a digit from one client's update far better
-than from the sum of K updates (secure aggregation); more clients (more data) do not
-lower accuracy; gas per round grows with the number of clients.
+than from the sum of K updates (secure aggregation) or from a locally private update;
+accuracy without privacy is at least that under local DP at epsilon 0.5; more clients
+(more data) do not lower accuracy; gas per round grows with the number of clients.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -78,12 +80,33 @@ def test_robustness_quick(tmp_path):
     assert rows[0]["accuracy_per_round"] == summary["accuracy_per_round"]
 
 
+def test_privacy_quick(tmp_path):
+    rows, out = _run("privacy", tmp_path)
+    spec = builtin("privacy", quick=True)
+    (mode,) = spec.axes["privacy"]
+    free = _mean(rows, "final_accuracy", privacy=mode, target_epsilon=math.inf)
+    weak = _mean(rows, "final_accuracy", privacy=mode, target_epsilon=8.0)
+    strong = _mean(rows, "final_accuracy", privacy=mode, target_epsilon=0.5)
+    assert free >= strong and free > 0.4  # no noise learns; local DP at 0.5 costs accuracy
+    assert free >= weak
+    for r in rows:  # each run spent what it was given: epsilon = inf ran without privacy
+        summary = json.loads((out / r["unit_dir"] / "summary.json").read_text())
+        if math.isinf(r["target_epsilon"]):
+            assert summary["privacy"]["mode"] == "none"
+        else:
+            assert summary["privacy"]["mode"] == "ldp"
+            assert summary["privacy"]["epsilon_spent"] <= r["target_epsilon"] + 1e-9
+    assert (out / "figures" / "01-lines-target_epsilon-privacy.png").stat().st_size > 10_000
+
+
 def test_recovery_quick(tmp_path):
     rows, out = _run("recovery", tmp_path)
     for metric in ("psnr", "ssim"):
         plain = _mean(rows, metric, defence="none")
         summed = _mean(rows, metric, defence="secagg(k=10)")
         assert plain > summed
+        assert plain > _mean(rows, metric, defence="ldp(epsilon=1.0)")
+    assert all(r["update_norm"] > 0 for r in rows)
     assert _mean(rows, "psnr", defence="none") > 40  # a near-exact digit
     assert _mean(rows, "label_accuracy", defence="none") == 1.0  # iDLG's sign rule
     assert (out / "figures" / "01-images-defence.png").stat().st_size > 10_000

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -166,8 +167,6 @@ BAD_GRIDS = [
 
 @pytest.mark.parametrize(("text", "pattern"), BAD_GRIDS)
 def test_bad_grid_is_one_line_exit_2(tmp_path, capsys, text, pattern):
-    import re
-
     path = tmp_path / "tiny.toml"
     path.write_text(text)
     out = tmp_path / "out"
@@ -252,3 +251,124 @@ def test_parse_call_seeds_and_labels():
     a = cell_id({"rule": "krum"}, {"rule": "krum", "clients": 20})
     b = cell_id({"rule": "krum"}, {"rule": "krum", "clients": 21})
     assert a.startswith("rule-krum_") and a != b
+
+
+def test_privacy_values_and_infinite_epsilon():
+    from fedchain.experiments.cells import demo_config, privacy_settings
+
+    laplace = {"privacy": 'ldp(dp_mechanism="laplace", clip_norm=150.0)', "target_epsilon": 2.0}
+    assert privacy_settings(laplace) == {
+        "privacy": "ldp",
+        "dp_mechanism": "laplace",
+        "clip_norm": 150.0,
+        "target_epsilon": 2.0,
+    }
+    cfg = demo_config({**laplace, "clients": 5, "target_delta": 1e-6}, 0, "runs", "x")
+    assert (cfg.privacy, cfg.dp_mechanism, cfg.clip_norm, cfg.target_delta) == (
+        "ldp",
+        "laplace",
+        150.0,
+        1e-6,
+    )
+    # epsilon = inf: the same cell without privacy (every privacy setting dropped)
+    free = demo_config({**laplace, "target_epsilon": math.inf, "target_delta": 1e-6}, 0, "r", "x")
+    assert (free.privacy, free.dp_mechanism, free.clip_norm, free.target_epsilon) == (
+        "none",
+        "gaussian",
+        1.0,
+        None,
+    )
+    free.validate()
+    with pytest.raises(ConfigError, match=r"does not take \['colour'\]"):
+        privacy_settings({"privacy": "ldp(colour=1)"})
+    with pytest.raises(ConfigError, match=r"sets \['clip_norm'\], which the cell also sets"):
+        privacy_settings({"privacy": "ldp(clip_norm=2.0)", "clip_norm": 3.0})
+    with pytest.raises(ConfigError, match="clip_norm = 'big': expected a number"):
+        privacy_settings({"privacy": "ldp(clip_norm='big')"})
+    assert value_label("privacy", 'ldp(dp_mechanism="laplace", clip_norm=150.0)') == (
+        "local DP, Laplace"
+    )
+    assert value_label("privacy", "ddp+secagg") == "distributed DP + sec. agg."
+    assert value_label("target_epsilon", math.inf) == "∞"
+    assert value_label("target_epsilon", 0.5) == "0.5"
+    assert value_label("defence", "ldp(epsilon=8.0)") == "local DP ε=8"
+
+
+@pytest.mark.parametrize(
+    ("grid", "pattern"),
+    [
+        ('privacy = ["ldp(dp_mechanism=1)"]', r"\[grid\] privacy = 'ldp\(dp_mechanism=1\)': "),
+        ('privacy = ["ldp"]\ntarget_epsilon = [8.0]\nclip_norm = [0.0]', r"clip_norm"),
+        ('privacy = ["ldp(sigma=1.0)"]', r"does not take \['sigma'\]"),
+        ('privacy = ["none"]\ntarget_epsilon = [8.0]', r"needs --privacy"),
+    ],
+)
+def test_bad_privacy_cells_are_refused(tmp_path, capsys, grid, pattern):
+    path = tmp_path / "p.toml"
+    path.write_text(f"[fixed]\nclients = 4\n[grid]\n{grid}\n")
+    assert main(["experiment", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("fedchain: error: "), err
+    assert re.search(pattern, err), err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_grid_may_gain_axis_values_and_reuse_its_cells(tmp_path):
+    from fedchain.experiments.execute import run_experiment, same_grid_family
+    from fedchain.experiments.grid import spec_from_dict
+    from protocol.metrics import Progress
+
+    base = {
+        "experiment": {"name": "grow", "kind": "recovery", "seeds": 1, "metric": "psnr"},
+        "fixed": {"iterations": 5, "restarts": 1},
+        "grid": {"defence": ["none"]},
+    }
+    out = tmp_path / "grow"
+    first = run_experiment(spec_from_dict(base, "g.toml"), out, progress=Progress(quiet=True))
+    assert (first.ran, first.reused) == (1, 0)
+    grown = {**base, "grid": {"defence": ["none", "ldp(epsilon=1.0)"]}}
+    second = run_experiment(spec_from_dict(grown, "g.toml"), out, progress=Progress(quiet=True))
+    assert (second.ran, second.reused) == (1, 1)
+    meta = json.loads((out / "experiment.json").read_text())
+    assert meta["grid"]["axes"]["defence"] == ["none", "ldp(epsilon=1.0)"]
+    assert len(meta["runs"]) == 2
+    # other fixed settings or other axes are another grid: refused
+    other = {**base, "fixed": {"iterations": 6, "restarts": 1}}
+    with pytest.raises(ConfigError, match="with another grid"):
+        run_experiment(spec_from_dict(other, "g.toml"), out, progress=Progress(quiet=True))
+    assert not same_grid_family(meta["grid"], {**meta["grid"], "axes": {"model": ["mlp"]}})
+    assert not same_grid_family(None, meta["grid"])
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_cells_with_the_same_run_share_it(tmp_path, jobs):
+    """Every epsilon = inf cell is the same non-private run: it runs once per seed (with
+    two workers the twin waits for the run in flight) and every such cell reports it."""
+    from fedchain.experiments.execute import run_experiment
+    from fedchain.experiments.grid import spec_from_dict
+    from protocol.metrics import Progress
+
+    grid = {
+        "experiment": {"name": "twins", "seeds": 1},
+        "fixed": {"clients": 3, "rounds": 1, "epochs": 1, "model": "logreg", "aggregators": 1},
+        "grid": {
+            "privacy": ['ldp(dp_mechanism="laplace")', 'ldp(dp_mechanism="gaussian")'],
+            "target_epsilon": [math.inf],
+        },
+    }
+    lines: list[str] = []
+
+    class Lines(Progress):
+        def line(self, text: str) -> None:
+            lines.append(text)
+
+    out = tmp_path / "twins"
+    run = run_experiment(spec_from_dict(grid, "t.toml"), out, jobs=jobs, progress=Lines(quiet=True))
+    assert run.status == "finished" and run.ran == 2
+    first, second = sorted(run.rows, key=lambda r: r["privacy"], reverse=True)
+    assert "same_run_as" not in first and second["same_run_as"] == first["cell_id"]
+    assert second["unit_dir"] == first["unit_dir"]
+    assert second["final_accuracy"] == first["final_accuracy"]
+    assert second["accuracy_per_round"] == first["accuracy_per_round"]
+    assert len(list(out.glob("cells/*/seed-0/summary.json"))) == 1  # one run on disk
+    assert any("(the run of privacy=ldp" in line for line in lines)

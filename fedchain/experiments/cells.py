@@ -5,7 +5,8 @@
   demo`` option (``DemoConfig`` field) plus ``attack`` (a client attack, ``"none"``, or
   ``name(key=value, ...)``), ``byzantine`` (a count, or a fraction of the clients, rounded;
   the attackers are the last clients), ``collusion`` (``paper`` | ``sequential``) and
-  ``privacy`` (passed to the run when ``DemoConfig`` has it, as after the privacy merge). Unless
+  ``privacy`` (a mode, or a mode with its settings: ``ldp(dp_mechanism="laplace")``;
+  ``target_epsilon = inf`` runs the cell without privacy, see :func:`privacy_settings`). Unless
   ``rule_params`` is given, robust rules get the true number of Byzantine clients: ``f``
   for Krum, Multi-Krum and Bulyan, ``beta = f / clients`` for the trimmed mean.
   Metrics: final accuracy and loss, accuracy per round, rounds finalized, seconds per round
@@ -18,6 +19,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 import typing
 from collections.abc import Callable, Mapping
@@ -35,6 +37,7 @@ __all__ = [
     "CellKind",
     "byzantine_count",
     "demo_config",
+    "effective_fedchain",
     "run_unit",
     "scenario_for",
     "validate_spec",
@@ -51,7 +54,6 @@ FEDCHAIN_EXTRA: dict[str, Any] = {
     "attack": str,
     "byzantine": int | float,
     "collusion": str,
-    "privacy": str,
 }
 FEDCHAIN_DEFAULTS: dict[str, Any] = {
     "attack": "none",
@@ -87,10 +89,57 @@ def _rule_params(params: Mapping[str, Any], clients: int) -> dict[str, Any]:
     return {}
 
 
+def _privacy_fields() -> tuple[str, ...]:
+    """``DemoConfig`` fields that configure privacy: those that are parameters of the run's
+    :class:`privacy.spec.PrivacySpec` (``dp_mechanism`` is its ``mechanism``), whatever
+    this build's spec holds. A ``privacy`` value may set them in its call syntax
+    (``ldp(dp_mechanism="laplace")``), and a non-private cell drops them."""
+    from privacy.spec import PrivacySpec
+
+    spec = {f.name for f in fields(PrivacySpec)} | {"dp_mechanism"}
+    return tuple(f.name for f in fields(DemoConfig) if f.name in spec)
+
+
+PRIVACY_FIELDS = _privacy_fields()
+
+
+def privacy_settings(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The privacy ``DemoConfig`` settings of a cell, resolved.
+
+    ``privacy`` is a mode (``ldp``, ``ddp+secagg``, ...) or a mode with settings in call
+    syntax, ``ldp(dp_mechanism="laplace", clip_norm=10)``, so one grid axis can hold
+    combinations a cross product cannot (Laplace and Gaussian local DP next to distributed
+    DP). ``target_epsilon = inf`` makes the cell non-private: mode ``none`` and every
+    privacy setting dropped (no clipping, no noise), the ε = ∞ end of a privacy curve.
+    A setting given both in the call and elsewhere in the cell is refused.
+    """
+    hints = _demo_fields()
+    text = str(params.get("privacy", "none"))
+    mode, inner = parse_call(text)
+    allowed = [k for k in PRIVACY_FIELDS if k in hints]
+    unknown = sorted(set(inner) - set(allowed))
+    if unknown:
+        raise ConfigError(f"does not take {unknown}; accepted: {allowed}")
+    twice = sorted(set(inner) & set(params))
+    if twice:
+        raise ConfigError(f"sets {twice}, which the cell also sets; keep one")
+    settings = {k: params[k] for k in allowed if k in params}
+    settings.update(inner)
+    for key, value in inner.items():
+        if not value_matches(value, hints[key]):
+            raise ConfigError(f"parameter {key} = {value!r}: expected {_type_word(hints[key])}")
+    epsilon = settings.get("target_epsilon")
+    if isinstance(epsilon, int | float) and math.isinf(epsilon) and epsilon > 0:
+        return {"privacy": "none"}
+    return {"privacy": mode, **settings}
+
+
 def demo_config(params: Mapping[str, Any], seed: int, out: str, name: str) -> DemoConfig:
-    """The ``DemoConfig`` of a fedchain cell (extra keys and labels left out)."""
-    demo_keys = set(_demo_fields())
+    """The ``DemoConfig`` of a fedchain cell (extra keys and labels left out; the privacy
+    settings resolved by :func:`privacy_settings`)."""
+    demo_keys = set(_demo_fields()) - {"privacy", *PRIVACY_FIELDS}
     settings = {k: v for k, v in params.items() if k in demo_keys}
+    settings.update(privacy_settings(params))
     clients = int(settings.get("clients", DemoConfig.clients))
     settings["rule_params"] = _rule_params(params, clients)
     return DemoConfig(**{**settings, "seed": seed, "out": out, "name": name})
@@ -145,11 +194,10 @@ def _check_fedchain(params: Mapping[str, Any], label: Callable[[str, Any], str])
     if collusion not in ("paper", "sequential"):
         raise ConfigError(f"{label('collusion', collusion)}: expected 'paper' or 'sequential'")
     privacy = params.get("privacy", "none")
-    if privacy != "none" and "privacy" not in hints:
-        raise ConfigError(
-            f"{label('privacy', privacy)}: only 'none' until the privacy package "
-            "(--privacy) is built"
-        )
+    try:
+        privacy_settings(params)
+    except ConfigError as exc:
+        raise ConfigError(f"{label('privacy', privacy)}: {exc}") from exc
     byz = params.get("byzantine", 0)
     clients = int(params.get("clients", DemoConfig.clients))
     if isinstance(byz, float) and not 0 <= byz < 1:
@@ -253,6 +301,15 @@ def run_centralized(params: Mapping[str, Any], seed: int, unit_dir: Path) -> dic
 # fedchain
 
 
+def effective_fedchain(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A fedchain cell's parameters as its run sees them: the privacy settings resolved
+    (:func:`privacy_settings`), so every ``target_epsilon = inf`` cell of a grid that
+    differs only in its privacy settings is one and the same non-private run."""
+    out = {k: v for k, v in params.items() if k not in ("privacy", *PRIVACY_FIELDS)}
+    out.update(privacy_settings(params))
+    return out
+
+
 def run_fedchain(params: Mapping[str, Any], seed: int, unit_dir: Path) -> dict[str, Any]:
     """One complete fedchain run; its run directory becomes ``unit_dir``."""
     from fedchain.runner import Demo
@@ -302,6 +359,8 @@ class CellKind:
     metrics: tuple[str, ...]
     #: the per-round (or per-epoch) accuracy series a ``rounds`` figure draws
     series: str | None = None
+    #: the parameters that determine a unit's run (two cells with equal ones share it)
+    effective: Callable[[Mapping[str, Any]], Mapping[str, Any]] = dict
 
 
 def _recovery_kind() -> CellKind:
@@ -322,6 +381,7 @@ CELL_KINDS: dict[str, Callable[[], CellKind]] = {
         run_fedchain,
         ("final_accuracy", "final_loss", "seconds_per_round", "gas_per_round"),
         "accuracy_per_round",
+        effective_fedchain,
     ),
     "centralized": lambda: CellKind(
         "centralized",

@@ -49,6 +49,8 @@ from protocol.metrics import Progress
 __all__ = ["RESULT_FILE", "ExperimentRun", "Unit", "check_run", "load_rows", "run_experiment"]
 
 RESULT_FILE = "result.json"
+#: A row's bookkeeping columns (the rest are the cell's parameters and its metrics).
+ROW_KEYS = ("experiment", "cell_id", "seed", "kind", "unit_seconds", "unit_dir", "same_run_as")
 #: Test hook: stop (as if interrupted) after this many units finished in this invocation.
 STOP_AFTER_ENV = "FEDCHAIN_EXPERIMENT_STOP_AFTER"
 
@@ -160,6 +162,24 @@ def _format_seconds(seconds: float) -> str:
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
+def same_grid_family(old: Any, new: Mapping[str, Any]) -> bool:
+    """True if a run directory holding grid ``old`` may be reused for grid ``new``.
+
+    The name, the cell kind, the fixed settings and the axes' names (in order) must agree;
+    an axis may gain or lose values (a new epsilon, a privacy mode this build now runs):
+    a cell's id hashes every parameter, so only units with exactly the same parameters
+    are reused and the others run.
+    """
+    if not isinstance(old, Mapping):
+        return False
+    keep = ("name", "kind", "fixed")
+    # through JSON, as experiment.json stores it (tuples become lists)
+    old_j, new_j = (json.loads(json.dumps(g, default=str)) for g in (old, new))
+    return all(old_j.get(k) == new_j.get(k) for k in keep) and list(old_j.get("axes", {})) == list(
+        new_j.get("axes", {})
+    )
+
+
 class _Experiment:
     """The run directory of one experiment and its bookkeeping."""
 
@@ -180,7 +200,7 @@ class _Experiment:
                 raise ConfigError(
                     f"--out {str(self.dir)!r}: unreadable experiment.json ({exc})"
                 ) from exc
-            if old.get("grid") != self.spec.definition():
+            if not same_grid_family(old.get("grid"), self.spec.definition()):
                 raise ConfigError(
                     f"--out {str(self.dir)!r}: holds experiment {old.get('name')!r} with another "
                     "grid; choose another --out (or delete it) to start afresh"
@@ -231,10 +251,30 @@ class _Experiment:
             "unit_dir": str(unit.directory(self.dir).relative_to(self.dir)),
         }
 
-    def finish_unit(self, unit: Unit, metrics: Mapping[str, Any], seconds: float) -> None:
+    def finish_unit(
+        self, unit: Unit, metrics: Mapping[str, Any], seconds: float, twin: Unit | None = None
+    ) -> None:
+        """Write the unit's ``result.json``; a unit that shares ``twin``'s run points at
+        its directory and names its cell (``same_run_as``)."""
         path = unit.directory(self.dir)
         path.mkdir(parents=True, exist_ok=True)
-        write_atomic(path / RESULT_FILE, json.dumps(self.row(unit, metrics, seconds)) + "\n")
+        row = self.row(unit, metrics, seconds)
+        if twin is not None:
+            row["unit_dir"] = str(twin.directory(self.dir).relative_to(self.dir))
+            row["same_run_as"] = twin.cell.id
+        write_atomic(path / RESULT_FILE, json.dumps(row) + "\n")
+
+    def run_key(self, unit: Unit) -> str:
+        """What determines the unit's run: its kind, effective parameters and seed."""
+        kind = cell_kind(unit.cell.params, self.spec.kind)
+        effective = kind.effective({k: v for k, v in unit.cell.params.items() if k != "kind"})
+        return json.dumps([kind.name, effective, unit.seed], sort_keys=True, default=str)
+
+    def metrics_of(self, unit: Unit) -> dict[str, Any]:
+        """A finished unit's metrics, read back from its ``result.json``."""
+        row = json.loads((unit.directory(self.dir) / RESULT_FILE).read_text())
+        skip = {*ROW_KEYS, *unit.cell.params}
+        return {k: v for k, v in row.items() if k not in skip}
 
     def current_rows(self) -> list[dict[str, Any]]:
         wanted = {(u.cell.id, u.seed) for u in self.units}
@@ -317,25 +357,42 @@ def run_experiment(
     durations: list[float] = []
     status = "running"
 
-    def finished(unit: Unit, metrics: Mapping[str, Any], seconds: float) -> None:
+    # units whose run another cell already made (e.g. every epsilon = inf cell of a privacy
+    # grid is the same non-private run): the first one's result serves them all
+    runs_done: dict[str, Unit] = {}
+    for unit in exp.units:
+        if exp.done(unit):
+            runs_done.setdefault(exp.run_key(unit), unit)
+
+    def twin_of(unit: Unit) -> Unit | None:
+        return runs_done.get(exp.run_key(unit))
+
+    def finished(
+        unit: Unit, metrics: Mapping[str, Any], seconds: float, twin: Unit | None = None
+    ) -> None:
         nonlocal ran
-        exp.finish_unit(unit, metrics, seconds)
+        exp.finish_unit(unit, metrics, seconds, twin)
+        runs_done.setdefault(exp.run_key(unit), twin or unit)
         ran += 1
-        durations.append(seconds)
+        if twin is None:  # a shared run took no time: it would skew the ETA
+            durations.append(seconds)
         done = reused + ran
         exp.write_meta("running", done)
         exp.write_csv()
         left = total - done
-        eta = sum(durations) / len(durations) * left / max(1, jobs)
+        eta_text = "0s" if not left else "?"
+        if left and durations:
+            eta_text = _format_seconds(sum(durations) / len(durations) * left / max(1, jobs))
         shown = ", ".join(
             f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
             for k, v in metrics.items()
             if k == spec.metric
         )
+        how = f"the run of {_label(twin.cell)}" if twin else f"{seconds:.1f}s"
         p.line(
             f"[{done}/{total}] {_label(unit.cell)} seed {unit.seed}: {shown} "
-            f"({seconds:.1f}s)  elapsed {_format_seconds(time.perf_counter() - start)}, "
-            f"ETA {_format_seconds(eta) if left else '0s'}"
+            f"({how})  elapsed {_format_seconds(time.perf_counter() - start)}, "
+            f"ETA {eta_text}"
         )
         if on_unit is not None:
             on_unit(exp.row(unit, metrics, seconds))
@@ -346,6 +403,10 @@ def run_experiment(
     try:
         if jobs == 1:
             for unit in todo:
+                twin = twin_of(unit)
+                if twin is not None:
+                    finished(unit, exp.metrics_of(twin), 0.0, twin)
+                    continue
                 p.status(f"running {_label(unit.cell)} seed {unit.seed}")
                 t0 = time.perf_counter()
                 metrics = run_unit(
@@ -353,7 +414,7 @@ def run_experiment(
                 )
                 finished(unit, metrics, time.perf_counter() - t0)
         else:
-            _run_parallel(spec, directory, todo, jobs, finished)
+            _run_parallel(spec, exp, todo, jobs, finished, twin_of)
         status = "finished"
     except KeyboardInterrupt:
         status = "interrupted"
@@ -424,19 +485,32 @@ def _terminate_as_interrupt() -> Any:
 
 def _run_parallel(
     spec: ExperimentSpec,
-    directory: Path,
+    exp: _Experiment,
     todo: list[Unit],
     jobs: int,
-    finished: Callable[[Unit, Mapping[str, Any], float], None],
+    finished: Callable[..., None],
+    twin_of: Callable[[Unit], Unit | None],
 ) -> None:
-    """Run units on ``jobs`` worker processes (spawned: no state shared with this one)."""
+    """Run units on ``jobs`` worker processes (spawned: no state shared with this one). A
+    unit whose run another unit already made is finished from it; one whose run is in
+    flight waits for it."""
+    directory = exp.dir
     pending = list(todo)
     running: dict[Future[dict[str, Any]], tuple[Unit, float]] = {}
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
         try:
             while pending or running:
                 while pending and len(running) < jobs:
-                    unit = pending.pop(0)
+                    flying = {exp.run_key(u) for u, _ in running.values()}
+                    ready = [u for u in pending if exp.run_key(u) not in flying]
+                    if not ready:
+                        break
+                    unit = ready[0]
+                    pending.remove(unit)
+                    twin = twin_of(unit)
+                    if twin is not None:
+                        finished(unit, exp.metrics_of(twin), 0.0, twin)
+                        continue
                     fut = pool.submit(
                         run_unit,
                         spec.kind,

@@ -19,9 +19,11 @@ Defences (the ``defence`` parameter, ``+``-joined): ``none``; ``batch(size=B)`` 
 holds B images: one step on their mean gradient); ``steps(n=S)`` (S local steps, so the
 delta is no longer one gradient); ``secagg(k=K)`` (the aggregator sees only the sum of K
 clients' updates, computed here on plaintext integers: exactly what secure aggregation
-reveals). Scores: for each of the target client's images, the best PSNR and SSIM
-(scikit-image, pixel range [0, 1]) over the reconstructions, averaged; and the fraction
-of its labels recovered.
+reveals); ``ldp(epsilon=E)`` (every client releases its update through local DP as a
+``--privacy ldp`` client does: L2 clip to ``clip_norm`` and Gaussian noise calibrated by
+the accountant to (E, 1e-5) for this one round, before quantisation). Scores: for each
+of the target client's images, the best PSNR and SSIM (scikit-image, pixel range [0, 1])
+over the reconstructions, averaged; and the fraction of its labels recovered.
 """
 
 from __future__ import annotations
@@ -36,8 +38,16 @@ from protocol.errors import ConfigError
 
 __all__ = ["DEFENCES", "check_params", "parse_defence", "run_recovery"]
 
-#: defence -> its parameter and that parameter's smallest value
-DEFENCES = {"none": None, "batch": ("size", 1), "steps": ("n", 1), "secagg": ("k", 1)}
+#: defence -> its parameter and that parameter's smallest value (``ldp``: ε > 0, a number)
+DEFENCES: dict[str, tuple[str, int] | None] = {
+    "none": None,
+    "batch": ("size", 1),
+    "steps": ("n", 1),
+    "secagg": ("k", 1),
+    "ldp": ("epsilon", 0),
+}
+#: the δ of the local-DP defence
+LDP_DELTA = 1e-5
 KEYS: dict[str, Any] = {
     "model": str,
     "dataset": str,
@@ -48,6 +58,7 @@ KEYS: dict[str, Any] = {
     "momentum": float,
     "frac_bits": int,
     "clip": float,
+    "clip_norm": float,
 }
 DEFAULTS: dict[str, Any] = {
     "model": "mlp",
@@ -57,14 +68,16 @@ DEFAULTS: dict[str, Any] = {
     "restarts": 3,
     "frac_bits": 16,
     "clip": 4.0,
+    "clip_norm": 1.0,
 }
 
 
-def parse_defence(text: str) -> dict[str, int]:
-    """``"batch(size=4)+steps(n=5)"`` -> ``{"batch": 4, "steps": 5, "secagg": 1}``."""
+def parse_defence(text: str) -> dict[str, Any]:
+    """``"batch(size=4)+steps(n=5)"`` -> ``{"batch": 4, "steps": 5, "secagg": 1, "ldp":
+    None}``; ``"ldp(epsilon=1)"`` sets ``"ldp": 1.0``."""
     from fedchain.experiments.grid import parse_call
 
-    out = {"batch": 1, "steps": 1, "secagg": 1}
+    out: dict[str, Any] = {"batch": 1, "steps": 1, "secagg": 1, "ldp": None}
     for piece in text.split("+"):
         name, params = parse_call(piece)
         if name not in DEFENCES:
@@ -78,6 +91,11 @@ def parse_defence(text: str) -> dict[str, int]:
         if set(params) != {key}:
             raise ConfigError(f"{name} takes exactly one parameter, {key} (e.g. {name}({key}=4))")
         value = params[key]
+        if name == "ldp":
+            if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
+                raise ConfigError(f"ldp(epsilon={value!r}): expected a number > 0")
+            out[name] = float(value)
+            continue
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise ConfigError(f"{name}({key}={value!r}): expected an integer >= {low}")
         out[name] = value
@@ -108,6 +126,28 @@ def check_params(params: Mapping[str, Any], label: Callable[[str, Any], str]) ->
     for key in ("iterations", "restarts"):
         if int(params.get(key, 1)) < 1:
             raise ConfigError(f"{label(key, params.get(key))}: must be >= 1")
+    if not float(params.get("clip_norm", 1.0)) > 0:
+        raise ConfigError(f"{label('clip_norm', params.get('clip_norm'))}: must be > 0")
+
+
+def ldp_release(
+    delta: np.ndarray, epsilon: float, clip_norm: float, seed: int, client: int
+) -> tuple[np.ndarray, float]:
+    """What a ``--privacy ldp`` client (Gaussian) with budget (ε, 1e-5) for one round
+    publishes instead of ``delta``, and the update's L2 norm before clipping. The noise
+    generator is the client's own (:func:`privacy.local.noise_generator`, from a secret
+    derived from the seed and the client)."""
+    import hashlib
+
+    from privacy.local import noise_generator, privatize
+    from privacy.spec import PrivacySpec
+
+    spec, _ = PrivacySpec(
+        mode="ldp", target_epsilon=epsilon, target_delta=LDP_DELTA, clip_norm=clip_norm
+    ).resolve(1)
+    secret = hashlib.sha256(f"fedchain/recovery/{seed}/{client}".encode()).digest()
+    noisy, norm = privatize(delta, spec, noise_generator(secret, "recovery", 1))
+    return noisy, float(norm)
 
 
 def _psnr(original: np.ndarray, recon: np.ndarray) -> float:
@@ -157,7 +197,7 @@ def run_recovery(params: Mapping[str, Any], seed: int, unit_dir: Path) -> dict[s
 
     p = {**DEFAULTS, **params}
     d = parse_defence(str(p["defence"]))
-    batch, steps, k = d["batch"], d["steps"], d["secagg"]
+    batch, steps, k, epsilon = d["batch"], d["steps"], d["secagg"], d["ldp"]
     base = default_training(str(p["model"]))
     lr = float(p.get("lr", base.lr))
     momentum = float(p.get("momentum", base.momentum))
@@ -172,6 +212,7 @@ def run_recovery(params: Mapping[str, Any], seed: int, unit_dir: Path) -> dict[s
     frac_bits = int(p["frac_bits"])
     bound = round(float(p["clip"]) * 2**frac_bits)
     total_q = np.zeros(layout.size, dtype=np.int64)
+    norms: list[float] = []
     for client in range(k):
         idx = chosen[client * batch : (client + 1) * batch]
         data = train.subset(idx)
@@ -186,6 +227,9 @@ def run_recovery(params: Mapping[str, Any], seed: int, unit_dir: Path) -> dict[s
         delta = layout.flatten(res.params).astype(np.float64) - layout.flatten(
             global_params
         ).astype(np.float64)
+        norms.append(float(np.linalg.norm(delta)))
+        if epsilon is not None:
+            delta, _ = ldp_release(delta, epsilon, float(p["clip_norm"]), seed, client)
         total_q += quantise(delta, frac_bits, bound).astype(np.int64)
     observed = dequantise(total_q, frac_bits)
     # the aggregator's view -> a gradient: delta = -lr * sum_t v_t, v_t = mu v_{t-1} + g_t
@@ -273,4 +317,6 @@ def run_recovery(params: Mapping[str, Any], seed: int, unit_dir: Path) -> dict[s
         "images_attacked": batch,
         "updates_summed": k,
         "local_steps": steps,
+        "update_norm": float(np.median(norms)),
+        "ldp_epsilon": epsilon,
     }

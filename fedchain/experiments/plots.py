@@ -8,6 +8,7 @@ error bars (or bands) of the 95 % confidence interval over seeds (Student t, see
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -47,7 +48,17 @@ AXIS_LABELS = {
     "privacy": "privacy",
     "collusion": "collusion model",
     "byzantine": "Byzantine clients",
+    "target_epsilon": "privacy budget ε (client level, δ = 1e-5)",
 }
+PRIVACY_NAMES = {
+    "none": "no privacy",
+    "ldp": "local DP",
+    "ddp+secagg": "distributed DP + sec. agg.",
+    "secagg": "sec. agg.",
+    "he": "HE",
+    "ddp+he": "distributed DP + HE",
+}
+MECHANISM_NAMES = {"gaussian": "Gaussian", "laplace": "Laplace", "skellam": "Skellam"}
 RULE_NAMES = {
     "fedavg": "FedAvg",
     "median": "Median",
@@ -65,7 +76,13 @@ ATTACK_NAMES = {
     "alie": "ALIE",
     "inner_product_manipulation": "IPM",
 }
-DEFENCE_NAMES = {"none": "none", "batch": "batch", "steps": "local steps", "secagg": "sec. agg."}
+DEFENCE_NAMES = {
+    "none": "none",
+    "batch": "batch",
+    "steps": "local steps",
+    "secagg": "sec. agg.",
+    "ldp": "local DP",
+}
 SHORT_PARAMS = {"epsilon": "ε", "factor": "×", "sigma": "σ", "size": "B=", "n": "", "k": "K="}
 
 
@@ -84,6 +101,16 @@ def value_label(axis: str, value: Any) -> str:
         return RULE_NAMES.get(str(value), str(value))
     if axis == "kind":
         return {"fedchain": "federated", "centralized": "centralized"}.get(str(value), str(value))
+    if axis == "privacy" and isinstance(value, str):
+        try:
+            name, params = parse_call(value)
+        except Exception:
+            return value
+        shown = PRIVACY_NAMES.get(name, name)
+        mech = params.get("dp_mechanism")
+        return f"{shown}, {MECHANISM_NAMES.get(str(mech), str(mech))}" if mech else shown
+    if isinstance(value, float):
+        return "∞" if math.isinf(value) and value > 0 else f"{value:g}"
     if axis in ("attack", "defence") and isinstance(value, str):
         parts = []
         for piece in value.split("+"):
@@ -233,13 +260,18 @@ def _panels(
     axes: Mapping[str, Sequence[Any]],
     width: float,
     height: float,
+    stacked: bool = False,
 ) -> tuple[list[Any], list[Any], Any, Any]:
-    """x values, series values, and a figure with one panel per metric."""
+    """x values, series values, and a figure with one panel per metric (side by side, or
+    one above the other when ``stacked``: wide panels)."""
     assert plot.x
     xs = _order(rows, plot.x, axes)
     series = _order(rows, plot.series, axes) if plot.series else [None]
     _style()
     n = len(plot.metrics)
+    if stacked:
+        fig, panels = plt.subplots(n, 1, figsize=(width, height * n), squeeze=False)
+        return xs, series, fig, [row[0] for row in panels]
     fig, panels = plt.subplots(1, n, figsize=(width * n, height), squeeze=False)
     return xs, series, fig, panels[0]
 
@@ -294,36 +326,66 @@ def lines(
     title: str,
 ) -> Path:
     """Each metric (one panel each) against a numeric x, one line per series value."""
-    xs, series, fig, panels = _panels(rows, plot, axes, 4.2, 3.4)
+    xs, series, fig, panels = _panels(rows, plot, axes, 5.2 if len(plot.metrics) == 1 else 4.2, 3.6)
     numeric = all(isinstance(x, int | float) and not isinstance(x, bool) for x in xs)
+    finite = [x for x in xs if numeric and math.isfinite(x)]
     logx = (
         plot.logx
         if plot.logx is not None
-        else (numeric and len(xs) > 2 and min(xs) > 0 and max(xs) / min(xs) >= 10)
+        else (numeric and len(finite) > 2 and min(finite) > 0 and max(finite) / min(finite) >= 10)
     )
+    where = _positions(xs, finite, bool(logx)) if numeric else {}
     stats = _stats_by_series(rows, plot, xs, series)
     for ax, metric in zip(panels, plot.metrics, strict=True):
         for s, by_metric in stats:
-            pts = [
-                (xv if numeric else i, st)
-                for i, (xv, st) in enumerate(zip(xs, by_metric[metric], strict=True))
-                if st.n
-            ]
+            pts = sorted(
+                (
+                    (where[_key(xv)] if numeric else i, st)
+                    for i, (xv, st) in enumerate(zip(xs, by_metric[metric], strict=True))
+                    if st.n
+                ),
+                key=lambda p: p[0],
+            )
             if not pts:
                 continue
-            ax.errorbar(
-                [p[0] for p in pts],
-                [p[1].mean for p in pts],
-                yerr=_err([p[1] for p in pts]),
+            # ∞ (drawn right of the axis break) joins its line with a dotted segment
+            apart = [p for p in pts if numeric and p[0] > max(finite, default=math.inf)]
+            joined = [p for p in pts if p not in apart] or apart
+            bar = ax.errorbar(
+                [p[0] for p in joined],
+                [p[1].mean for p in joined],
+                yerr=_err([p[1] for p in joined]),
                 marker="o",
                 capsize=3,
                 label=None if s is None else value_label(plot.series or "", s),
             )
+            if apart and joined is not apart:
+                colour = bar.lines[0].get_color()
+                ax.errorbar(
+                    [p[0] for p in apart],
+                    [p[1].mean for p in apart],
+                    yerr=_err([p[1] for p in apart]),
+                    marker="o",
+                    capsize=3,
+                    color=colour,
+                    linestyle="none",
+                )
+                ax.plot(
+                    [joined[-1][0], apart[0][0]],
+                    [joined[-1][1].mean, apart[0][1].mean],
+                    color=colour,
+                    linestyle=":",
+                )
         if logx:
             ax.set_xscale("log")
         if numeric:
-            ax.set_xticks(xs, [str(x) for x in xs])
+            ax.set_xticks([where[_key(x)] for x in xs], [_tick(plot.x or "", x) for x in xs])
             ax.minorticks_off()
+            if len(finite) < len(xs) and finite:  # ∞ stands apart: a break in the axis
+                edge = where[_key(max(finite))]
+                gap = where[_key(math.inf)]
+                cut = math.sqrt(edge * gap) if logx else (edge + gap) / 2
+                ax.axvline(cut, color="grey", lw=0.8, ls=(0, (2, 2)))
         else:
             ax.set_xticks(
                 range(len(xs)), [value_label(plot.x or "", v) for v in xs], rotation=30, ha="right"
@@ -333,6 +395,29 @@ def lines(
     fig.suptitle(f"{title} (mean; {_spread_words(every)})")
     fig.tight_layout(rect=(0, 0, 1, 0.94))
     return _save(fig, path)
+
+
+def _positions(xs: Sequence[Any], finite: Sequence[float], logx: bool) -> dict[Any, float]:
+    """Where each numeric x value is drawn: itself, and ∞ one step (a factor 4 on a log
+    axis, the largest gap on a linear one) right of the largest finite value."""
+    out: dict[Any, float] = {_key(x): float(x) for x in finite}
+    if len(finite) == len(xs):
+        return out
+    top = max(finite, default=1.0)
+    if logx:
+        far = top * 4.0
+    else:
+        ordered = sorted(finite)
+        step = max((b - a for a, b in itertools.pairwise(ordered)), default=1.0)
+        far = top + step
+    out.update({_key(x): far for x in xs if not math.isfinite(x)})
+    return out
+
+
+def _tick(axis: str, value: Any) -> str:
+    if isinstance(value, float):
+        return value_label(axis, value) if math.isinf(value) else f"{value:g}"
+    return str(value)
 
 
 def _series_of(row: Mapping[str, Any], name: str) -> list[float]:
@@ -399,9 +484,15 @@ def bars(
 ) -> Path:
     """Each metric (one panel each) per x value, grouped by series, 95 % CI error bars."""
     n_x = len(_order(rows, plot.x or "", axes))
-    xs, series, fig, panels = _panels(rows, plot, axes, max(4.5, 0.9 * n_x + 1.5), 3.6)
+    fig_width = max(4.5, 0.9 * n_x + 1.5)
+    stacked = fig_width > 8
+    xs, series, fig, panels = _panels(rows, plot, axes, fig_width, 3.6, stacked=stacked)
     width = 0.8 / len(series)
     stats = _stats_by_series(rows, plot, xs, series)
+    low = min(
+        (x.mean - e for _, by in stats for m in plot.metrics for x, e in _lows(by[m])),
+        default=0.0,
+    )
     for ax, metric in zip(panels, plot.metrics, strict=True):
         for si, (s, by_metric) in enumerate(stats):
             st = by_metric[metric]
@@ -417,10 +508,18 @@ def bars(
             range(len(xs)), [value_label(plot.x or "", v) for v in xs], rotation=30, ha="right"
         )
         _finish_panel(ax, plot, metric, series)
+        if metric in BOUNDED and low < 0:  # SSIM can be negative: show it
+            ax.set_ylim(low - 0.05, 1.05)
     every = [st for _, by in stats for m in plot.metrics for st in by[m]]
     fig.suptitle(f"{title} (mean; {_spread_words(every)})")
-    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    fig.tight_layout(rect=(0, 0, 1, 0.96 if stacked and len(panels) > 1 else 0.94))
     return _save(fig, path)
+
+
+def _lows(stats: Sequence[Any]) -> list[tuple[Any, float]]:
+    """Each stat with the length of its lower error bar (for the axis' lower limit)."""
+    below = _err(stats)[0]
+    return [(st, b) for st, b in zip(stats, below, strict=True) if st.n]
 
 
 def images(
