@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from aggregators.registry import make_rule
-from privacy.spec import SUM_MODES
+from privacy.spec import SUM_MODES, parse_mode
 from protocol.errors import ConfigError, FedchainError
 
 if typing.TYPE_CHECKING:
@@ -19,6 +19,11 @@ if typing.TYPE_CHECKING:
 ROTATIONS = {"round-robin": 0, "random": 1}
 ENGINES = ("sequential", "ray")
 WEI_PER_ETH = 10**18
+
+
+#: Signed privacy records per ``submitRecords`` transaction the in-process driver relays
+#: (a reveal of K clients is 36·K bytes).
+RECORD_BATCH = 25
 
 
 @dataclass
@@ -78,6 +83,20 @@ class DemoConfig:
     he_key_bits: int = 2048
     reveal_window: int = 3
 
+    def reveal_blocks(self) -> int:
+        """Blocks the reveal window lasts: ``--reveal-window``, widened under secure
+        aggregation so that the in-process driver's reveal batches fit in it (one block per
+        batch of :data:`RECORD_BATCH` records on an auto-mining chain, plus two). Without
+        it, 100 clients' reveals (4 batches) missed a 3-block window and the round stalled."""
+        if "secagg" not in parse_mode(self.privacy).split("+"):
+            return self.reveal_window
+        return max(self.reveal_window, -(-self.clients // RECORD_BATCH) + 2)
+
+    def submit_blocks(self) -> int:
+        """The task's submit timeout: ``--submit-timeout`` plus what :meth:`reveal_blocks`
+        added to the reveal window (the aggregator keeps the time it had after it)."""
+        return self.submit_timeout + self.reveal_blocks() - self.reveal_window
+
     def privacy_spec(self) -> PrivacySpec:
         """The run's privacy settings as given (noise multiplier not yet derived). Under
         distributed DP the noise is Skellam, the integer analogue of ``--dp-mechanism
@@ -104,7 +123,7 @@ class DemoConfig:
             clip_quantile=self.clip_quantile,
             clip_learning_rate=self.clip_learning_rate,
             clip_bit_epsilon=self.clip_bit_epsilon,
-            reveal_window=self.reveal_window,
+            reveal_window=self.reveal_blocks(),
         )
 
     # signed update records per submitUpdates batch the in-process fleet relays (0: every

@@ -97,3 +97,53 @@ def test_private_demo_finalizes_every_round_and_hides_updates(tmp_path: Path, pr
     payload = get_by_digest(dep.store, first.digest)
     with pytest.raises(CodecError):
         decode_update(dep.manifest.layout, dep.manifest.numeric, 1, payload)
+
+
+def test_reveal_window_widens_for_the_in_process_reveal_batches() -> None:
+    """Under secure aggregation the window holds one block per batch of reveals plus two,
+    and the submit timeout keeps the aggregator's time after it; explicit wider values and
+    modes without reveals by clients are left alone."""
+    from fedchain.config import RECORD_BATCH
+
+    small = DemoConfig(clients=10, privacy="secagg")
+    assert (small.reveal_blocks(), small.submit_blocks()) == (3, 10)
+    k = 3 * RECORD_BATCH + 1  # four batches of reveals
+    big = DemoConfig(clients=k, privacy="ddp+secagg", target_epsilon=8.0)
+    assert big.reveal_blocks() == 6 and big.submit_blocks() == 13
+    assert big.privacy_spec().reveal_window == 6
+    wide = DemoConfig(clients=k, privacy="secagg", reveal_window=9, submit_timeout=15)
+    assert (wide.reveal_blocks(), wide.submit_blocks()) == (9, 15)
+    assert DemoConfig(clients=k, privacy="he").reveal_blocks() == 3
+
+
+@pytest.mark.slow
+def test_many_clients_reveal_within_the_window(tmp_path: Path) -> None:
+    """76 clients' reveals take four relayed batches (four blocks in-process): before the
+    window widened with them, reveals were refused once the 3-block window closed and the
+    round never finalized."""
+    from fedchain.config import RECORD_BATCH
+
+    k = 3 * RECORD_BATCH + 1
+    cfg = DemoConfig(
+        clients=k,
+        aggregators=1,
+        rounds=1,
+        epochs=1,
+        dataset="mixture",
+        model="logreg",
+        attest_window=0,
+        challenge_window=1,
+        privacy="ddp+secagg",
+        target_epsilon=8.0,
+        clip_norm=10.0,
+        out=str(tmp_path),
+    )
+    demo = Demo(cfg)
+    summary = demo.run().summary
+    assert summary["rounds_finalized"] == 1
+    task = demo.deployment.task
+    assert task.config().submit_timeout == cfg.submit_blocks() > cfg.submit_timeout
+    events = [json.loads(x) for x in (demo.run_dir / "events.jsonl").read_text().splitlines()]
+    assert not [e for e in events if e["kind"] == "records_refused"]
+    reveals = [e for e in events if e["kind"] == "records" and e["kinds"] == ["REVEAL"]]
+    assert sum(e["count"] for e in reveals) == k and len(reveals) == 4

@@ -149,7 +149,7 @@ def task_config(cfg: DemoConfig, initial_digest: bytes, manifest_digest: bytes) 
         min_updates=cfg.min_updates or cfg.clients,
         max_updates=cfg.clients,
         collect_window=cfg.collect_window,
-        submit_timeout=cfg.submit_timeout,
+        submit_timeout=cfg.submit_blocks(),
         challenge_window=cfg.challenge_window,
         attest_window=cfg.attest_window,
         dispute_timeout=cfg.dispute_timeout,

@@ -19,6 +19,7 @@ from eth_account.signers.local import LocalAccount
 from adapters.contract import Phase, TaskContract
 from adapters.privacy_records import KINDS, SignedRecord
 from clients.node import ClientNode
+from fedchain.config import RECORD_BATCH
 from fedchain.driver.events import EventLog
 from fedchain.private_view import SecAggClient, SecAggView
 from protocol.errors import ContractRevert, FedchainError
@@ -26,8 +27,7 @@ from protocol.metrics import PhaseClock
 
 __all__ = ["DEFAULT_RECORD_BATCH", "PrivateDriver"]
 
-#: Signed records per ``submitRecords`` transaction (a reveal of K clients is 36·K bytes).
-DEFAULT_RECORD_BATCH = 25
+DEFAULT_RECORD_BATCH = RECORD_BATCH
 
 
 class PrivateDriver:
