@@ -1070,9 +1070,10 @@ class TaskContract:
         keeps the accumulator of the current and the previous round only: for an earlier
         round it is None (its last ``UpdatesRegistered`` event carries it) and the length
         comes from the round's state."""
-        if round + 1 < self.current_round():
+        try:
+            acc, count = self._call("updateAccumulator", round)
+        except AccumulatorForgotten:
             return None, self.round_info(round).update_count
-        acc, count = self._call("updateAccumulator", round)
         return int(acc), int(count)
 
     def has_submitted(self, round: int, address: str) -> bool:

@@ -25,9 +25,7 @@ from fedchain.private_view import SecAggClient, SecAggView
 from protocol.errors import ContractRevert, FedchainError
 from protocol.metrics import PhaseClock
 
-__all__ = ["DEFAULT_RECORD_BATCH", "PrivateDriver"]
-
-DEFAULT_RECORD_BATCH = RECORD_BATCH
+__all__ = ["PrivateDriver"]
 
 
 class PrivateDriver:
@@ -42,7 +40,7 @@ class PrivateDriver:
         events: EventLog,
         clock: PhaseClock,
         *,
-        batch: int = DEFAULT_RECORD_BATCH,
+        batch: int = RECORD_BATCH,
     ) -> None:
         self.view = view
         self.clients = [c for c in clients if isinstance(c.private, SecAggClient)]
