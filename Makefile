@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # Every package is type-checked strictly.
 MYPY_TARGETS := protocol adapters privacy aggregators consensus clients fedchain
 
-.PHONY: setup setup-python setup-node setup-browser setup-slither demo dashboard test lint typecheck slither pytest compile compile-check clean
+.PHONY: setup setup-python setup-node setup-browser setup-slither demo dashboard docs docs-check test lint typecheck slither pytest compile compile-check clean
 
 setup: setup-python setup-node setup-browser
 
@@ -39,8 +39,20 @@ dashboard: setup-python
 demo: setup-python
 	$(VENV)/bin/fedchain demo $(ARGS)
 
-## Lint, format check, layer check (import-linter), type check, Slither, then the test suite.
-test: setup lint typecheck slither pytest
+## The documentation site (mkdocs.yml, docs/), served on 127.0.0.1 and rebuilt on change.
+DOCS_PORT ?= 8000
+docs: setup-python
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
+
+## The docs check: `mkdocs build --strict` into a temporary directory (a broken link or
+## anchor, a page missing from the nav, a nav entry without its page fail), no external
+## resource in the built site, every README link resolves and the README stays short.
+docs-check: setup-python
+	$(PY) scripts/check_docs.py
+
+## Lint, format check, layer check (import-linter), type check, Slither, the docs check, then
+## the test suite.
+test: setup lint typecheck slither docs-check pytest
 
 lint: setup-python
 	$(VENV)/bin/ruff check .
