@@ -59,6 +59,11 @@ def test_layers_kept(tree: Path) -> None:
         ("privacy/secagg.py", "import adapters.storage"),  # sideways: pure cores vs adapters
         ("privacy/accounting.py", "import clients.node"),  # pure core -> node package
         ("protocol/manifest.py", "import privacy.spec"),  # bottom -> pure cores
+        # the orchestration contract inside fedchain/ (docs/architecture.md)
+        ("fedchain/sim/runner.py", "import fedchain.testnet.cluster"),  # simulator -> testnet
+        ("fedchain/testnet/cluster.py", "import fedchain.dashboard.app"),  # testnet -> interface
+        ("fedchain/report/detection.py", "import fedchain.experiments.grid"),  # sideways
+        ("fedchain/config.py", "import fedchain.sim.runner"),  # shared config -> simulator
     ],
 )
 def test_upward_import_breaks_the_contract(tree: Path, module: str, upward: str) -> None:
