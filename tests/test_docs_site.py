@@ -39,7 +39,11 @@ def _site_copy(dest: Path) -> Path:
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
     for plugin in config["plugins"]:
         if isinstance(plugin, dict) and "mkdocstrings" in plugin:
-            plugin["mkdocstrings"]["handlers"]["python"]["paths"] = [str(ROOT)]
+            python = plugin["mkdocstrings"]["handlers"]["python"]
+            python["paths"] = [str(ROOT)]
+            python["options"]["extensions"] = [
+                str(ROOT / e) for e in python["options"].get("extensions", [])
+            ]
     path = dest / "mkdocs.yml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
@@ -147,3 +151,17 @@ def test_readme_check_reports_a_long_readme(tmp_path: Path) -> None:
 def test_github_anchors_follow_githubs_rule() -> None:
     text = "# A title\n## Gas (exact, `bench.py`)\n## A title\n```\n# not a heading\n```\n"
     assert check_docs.heading_anchors(text) == {"a-title", "gas-exact-benchpy", "a-title-1"}
+
+
+def test_sphinx_roles_become_code_spans_on_the_api_page() -> None:
+    spec = importlib.util.spec_from_file_location(
+        "griffe_rst_roles", ROOT / "scripts" / "griffe_rst_roles.py"
+    )
+    assert spec is not None and spec.loader is not None
+    roles = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(roles)
+    text = "see :func:`aggregators.intmath.exact` and :class:`~protocol.codec.TensorSpec`; `x`"
+    assert (
+        roles.strip_roles(text)
+        == "see `aggregators.intmath.exact` and `protocol.codec.TensorSpec`; `x`"
+    )
