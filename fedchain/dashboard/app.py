@@ -248,7 +248,7 @@ def _experiment_names() -> list[str]:
 
 
 def _parser() -> Any:
-    from fedchain.cli import build_parser
+    from fedchain.options import build_parser
 
     return build_parser()
 
@@ -314,7 +314,7 @@ async def api_start_job(request: Request) -> Response:
 
 
 def _check(argv: list[str]) -> str | None:
-    from fedchain.cli import check_command
+    from fedchain.options import check_command
 
     return check_command(argv)
 
@@ -325,7 +325,7 @@ def _with_outputs_under(argv: list[str], runs: Path) -> list[str]:
     RUNS for ``runs``), so the experiment shows up here."""
     if not argv or argv[0] != "experiment" or "--out" in argv:
         return argv
-    from fedchain.cli import build_parser, experiment_out, experiment_spec
+    from fedchain.options import build_parser, experiment_out, experiment_spec
 
     args = build_parser().parse_args(argv)
     return [*argv, "--out", experiment_out(args, experiment_spec(args), runs)]

@@ -1,12 +1,12 @@
 """Control-panel forms derived from the ``fedchain`` command line itself.
 
-:func:`command_forms` reads the argparse parser of ``fedchain`` (:func:`fedchain.cli.
+:func:`command_forms` reads the argparse parser of ``fedchain`` (:func:`fedchain.options.
 build_parser`) and describes each startable subcommand's options as form fields, grouped as
 ``--help`` groups them (name, option string, kind, choices, default, help text). A command
 added to the CLI later (``fedchain experiment``) gets its form without a change here.
 :func:`argv_from_form` turns submitted values back into an argument vector, accepting only
 the options the command has. Values stay text: the CLI's own parser and checks judge them
-(:func:`fedchain.cli.check_command`), so a bad value gets the CLI's one-line error.
+(:func:`fedchain.options.check_command`), so a bad value gets the CLI's one-line error.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A :class:`Job` is one ``python -m fedchain.cli COMMAND ...`` process in its own process
 group (so stopping it also stops whatever it started, e.g. a local Ray instance), its
 output in ``RUNS/.dashboard/jobs/ID.log``. :class:`JobManager` refuses bad input with the
-CLI's own one-line error before starting anything (:func:`fedchain.cli.check_command`),
+CLI's own one-line error before starting anything (:func:`fedchain.options.check_command`),
 limits how many jobs run at once, stops a job by PID on request (SIGTERM to the group, then
 SIGKILL after a grace period), stops every job past its time limit, and stops them all when
 the dashboard stops. Processes get SIGTERM if the dashboard dies without cleaning up
@@ -131,7 +131,7 @@ class JobManager:
         Raises ``JobError`` with the CLI's one-line error for bad input.
         """
         if not checked:
-            from fedchain.cli import check_command
+            from fedchain.options import check_command
 
             problem = check_command(argv)
             if problem is not None:
