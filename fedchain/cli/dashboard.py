@@ -16,4 +16,5 @@ def main(args: argparse.Namespace) -> int:
         max_seconds=args.max_seconds,
         job_timeout=args.job_timeout,
         max_jobs=args.max_jobs,
+        max_streams=args.max_streams,
     )

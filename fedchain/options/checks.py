@@ -7,11 +7,12 @@ import argparse
 import contextlib
 import io
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from fedchain.options.parser import build_parser
+from fedchain.options.values import funding_key
 from protocol.errors import ConfigError, FedchainError
 
 
@@ -29,7 +30,7 @@ def engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def demo_config(args: argparse.Namespace) -> Any:
+def demo_config(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Any:
     from fedchain.sim.runner import DemoConfig
 
     return DemoConfig(
@@ -60,7 +61,7 @@ def demo_config(args: argparse.Namespace) -> Any:
         out=args.out,
         name=args.name,
         rpc_url=args.rpc_url,
-        funding_key=args.funding_key,
+        funding_key=funding_key(args.funding_key, args.funding_key_file, environ),
         store=args.store,
         data_path=args.data_path,
         privacy=args.privacy,
@@ -83,12 +84,12 @@ def demo_config(args: argparse.Namespace) -> Any:
     )
 
 
-def preflight_demo(args: argparse.Namespace) -> None:
+def preflight_demo(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> None:
     """What ``fedchain demo`` refuses before any work (the run configuration's checks)."""
-    demo_config(args).validate()
+    demo_config(args, environ).validate()
 
 
-def preflight_run(args: argparse.Namespace) -> None:
+def preflight_run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> None:
     """What ``fedchain run`` refuses before any work (every scenario file, validated)."""
     from fedchain.sim.scenario import load_scenario
 
@@ -127,7 +128,9 @@ def experiment_out(args: argparse.Namespace, spec: Any, runs: str | Path = "runs
     return str(Path(runs) / "experiments" / (spec.name + ("-quick" if args.quick else "")))
 
 
-def preflight_experiment(args: argparse.Namespace) -> None:
+def preflight_experiment(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> None:
     """What ``fedchain experiment`` refuses before any work: the grid (every cell's values),
     --seeds and --jobs."""
     from fedchain.experiments.execute import check_run
@@ -147,12 +150,14 @@ def error_line(exc: BaseException) -> str | None:
 _PARSE_LOCK = threading.Lock()
 
 
-def check_command(argv: Sequence[str]) -> str | None:
+def check_command(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> str | None:
     """The error ``fedchain ARGV`` would stop with before doing any work, or None.
 
     ARGV is parsed exactly as on the command line, then the subcommand's pre-flight checks
     run (``preflight``: the run configuration, scenario files). The dashboard's control
     panel shows this line for bad form input, so it reads as the CLI's own message.
+    ``environ`` is the environment the command would run with (its secrets: the funding
+    key), by default this process's.
     """
     stderr = io.StringIO()
     with _PARSE_LOCK:  # argparse prints its one-line error to sys.stderr: capture it
@@ -163,7 +168,7 @@ def check_command(argv: Sequence[str]) -> str | None:
             lines = stderr.getvalue().strip().splitlines()
             return lines[-1] if lines else f"fedchain: exit status {exc.code}"
     try:
-        preflight(args)
+        preflight(args, environ)
     except (FedchainError, OSError) as exc:
         line = error_line(exc)
         if line is None:
@@ -172,21 +177,21 @@ def check_command(argv: Sequence[str]) -> str | None:
     return None
 
 
-def preflight(args: argparse.Namespace) -> None:
+def preflight(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> None:
     """The checks of ``args.command`` that run before any work (the CLI runs them first,
     and the control panel runs the same ones before it starts a process)."""
     check = PREFLIGHT.get(str(getattr(args, "command", "")))
     if check is not None:
-        check(args)
+        check(args, environ)
 
 
-def preflight_testnet(args: argparse.Namespace) -> None:
+def preflight_testnet(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> None:
     """What ``fedchain testnet up`` refuses before starting anything (the run configuration)."""
     if args.action == "up" and not args.scenario:
-        demo_config(args).validate()
+        demo_config(args, environ).validate()
 
 
-PREFLIGHT: dict[str, Callable[[argparse.Namespace], None]] = {
+PREFLIGHT: dict[str, Callable[[argparse.Namespace, Mapping[str, str] | None], None]] = {
     "demo": preflight_demo,
     "run": preflight_run,
     "experiment": preflight_experiment,

@@ -323,8 +323,15 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--funding-key",
         default=None,
-        help="private key that funds the run's accounts on --rpc-url (default: "
-        "anvil's first dev key)",
+        help=argparse.SUPPRESS,  # refused with the reason: argv is visible to every user
+    )
+    g.add_argument(
+        "--funding-key-file",
+        default=None,
+        metavar="FILE",
+        help="a file (mode 0600) holding the private key that funds the run's accounts on "
+        "--rpc-url (default: $FEDCHAIN_FUNDING_KEY, else anvil's first dev key); a key is "
+        "never taken on the command line",
     )
     g.add_argument(
         "--store",
@@ -423,8 +430,8 @@ def _add_dashboard_parser(sub: Any) -> None:
     dash.add_argument(
         "--host",
         default="127.0.0.1",
-        help="loopback address to bind: 127.0.0.1 (default), localhost or ::1; the "
-        "dashboard starts processes, so it never listens on other interfaces",
+        help="loopback address to bind: 127.0.0.1 (default), localhost, ::1 or another "
+        "127.x.y.z; the dashboard starts processes, so it never listens on other interfaces",
     )
     dash.add_argument(
         "--port",
@@ -452,6 +459,14 @@ def _add_dashboard_parser(sub: Any) -> None:
         default=2,
         metavar="N",
         help="processes the control panel runs at once (%(default)s)",
+    )
+    dash.add_argument(
+        "--max-streams",
+        type=int,
+        default=32,
+        metavar="N",
+        help="live connections (pages open in tabs) served at once; more get 503 and retry "
+        "(%(default)s)",
     )
 
 

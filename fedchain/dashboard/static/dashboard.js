@@ -34,14 +34,28 @@
     relativeTimes();
   }
 
+  // The browser retries a dropped stream by itself, but gives up for good after a failed
+  // reconnect (an HTTP error such as 500 or 503, or a wrong content type): then this page
+  // reconnects itself, waiting 1, 2, 4 ... up to 30 s between attempts, forever.
+  const RETRY_MIN_MS = 1000, RETRY_MAX_MS = 30000;
+  let retryMs = RETRY_MIN_MS;
+  window.__fedchain.reconnects = 0;
+
   function connect(url) {
     const source = new EventSource(url);
     source.addEventListener("panels", function (e) { applyPanels(JSON.parse(e.data)); });
     source.onopen = function () {
+      retryMs = RETRY_MIN_MS;
       if (conn) { conn.textContent = "● live"; conn.className = "conn live"; }
     };
     source.onerror = function () {
       if (conn) { conn.textContent = "○ reconnecting…"; conn.className = "conn down"; }
+      if (source.readyState !== EventSource.CLOSED) return;  // the browser retries itself
+      source.close();
+      const wait = retryMs;
+      retryMs = Math.min(RETRY_MAX_MS, retryMs * 2);
+      if (conn) conn.textContent = "○ reconnecting in " + Math.round(wait / 1000) + " s…";
+      setTimeout(function () { window.__fedchain.reconnects += 1; connect(url); }, wait);
     };
   }
 
@@ -95,6 +109,7 @@
       let value;
       if (el.type === "checkbox") value = el.checked;
       else if (el.multiple) value = Array.from(el.selectedOptions).map(function (o) { return o.value; });
+      else if (el.dataset.list) value = el.value.split(/\s+/).filter(function (v) { return v; });
       else value = el.value;
       if (values[el.name] === undefined) values[el.name] = value;
       else values[el.name] = [].concat(values[el.name], value);  // scenarios: list + paths
