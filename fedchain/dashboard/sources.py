@@ -30,6 +30,8 @@ class LineTail:
     def read(self, limit: int = 8 << 20) -> list[dict[str, Any]]:
         """New complete lines as dicts (non-JSON lines are skipped), at most ``limit`` bytes."""
         self.restarted = False
+        if not inside(self.path, self.path.parent):
+            return []
         try:
             st = self.path.stat()
         except OSError:
@@ -69,7 +71,11 @@ def _stamp(path: Path) -> tuple[int, int] | None:
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
-    """A JSON object file, or None if missing, unreadable or half-written."""
+    """A JSON object file, or None if missing, unreadable, half-written, or a symlink that
+    leads out of its own directory (a run's files are its own: the listing and the pages
+    never read a file elsewhere through a planted link)."""
+    if not inside(path, path.parent):
+        return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -80,6 +86,8 @@ def read_json(path: Path) -> dict[str, Any] | None:
 def wrong_type(path: Path) -> str | None:
     """Why ``path`` is valid JSON that is not an object (None if it is an object, missing,
     unreadable or half-written: those a reader waits out)."""
+    if not inside(path, path.parent):
+        return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

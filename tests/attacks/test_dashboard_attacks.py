@@ -430,6 +430,8 @@ def test_the_live_view_does_not_follow_a_summary_outside_the_runs(tmp_path: Path
     assert status == 200
     assert "0.123456789" not in body.decode()
     assert request(app, "GET", "/file/r/summary.json")[0] == 404
+    _, _, listing = request(app, "GET", "/api/runs")
+    assert "0.123456789" not in listing.decode()  # nor does the runs list read it
 
 
 # ----------------------------------------------------------------------------------------
