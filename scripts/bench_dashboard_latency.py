@@ -130,7 +130,8 @@ def testnet_latencies(dash: DashboardProcess, browser: Any, runs: Path, rounds: 
         page.evaluate(OBSERVER)
         connected = page.evaluate("Date.now()")
         page.wait_for_function(
-            "() => document.querySelector('#run-status').textContent === 'finished'", timeout=600_000
+            "() => document.querySelector('#run-status').textContent === 'finished'",
+            timeout=600_000,
         )
         seen = page.evaluate("window.__seen")
         page.close()
