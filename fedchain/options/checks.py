@@ -90,11 +90,19 @@ def preflight_demo(args: argparse.Namespace, environ: Mapping[str, str] | None =
 
 
 def preflight_run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> None:
-    """What ``fedchain run`` refuses before any work (every scenario file, validated)."""
+    """What ``fedchain run`` refuses before any work: every scenario file, validated with
+    the command line's overrides (``--seed``, the engine options) applied as the run will."""
+    from dataclasses import replace
+
     from fedchain.sim.scenario import load_scenario
 
+    overrides = engine_overrides(args)
+    if args.seed is not None:
+        overrides["seed"] = args.seed
     for path in args.scenarios:
-        load_scenario(path)
+        scenario = load_scenario(path)
+        if overrides:
+            replace(scenario.config, **overrides).validate()
 
 
 def experiment_spec(args: argparse.Namespace) -> Any:
@@ -187,7 +195,13 @@ def preflight(args: argparse.Namespace, environ: Mapping[str, str] | None = None
 
 def preflight_testnet(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> None:
     """What ``fedchain testnet up`` refuses before starting anything (the run configuration)."""
-    if args.action == "up" and not args.scenario:
+    if args.action != "up":
+        return
+    if args.scenario:
+        from fedchain.sim.scenario import load_scenario
+
+        load_scenario(args.scenario)
+    else:
         demo_config(args, environ).validate()
 
 

@@ -385,6 +385,15 @@ def test_data_path_with_a_dataset_that_reads_no_files_fails_the_preflight(tmp_pa
     assert line is not None and "--data-path" in line and "reads no files" in line
 
 
+def test_the_preflight_checks_what_the_command_would_refuse_later() -> None:
+    """What used to fail only after the process started is refused before it starts."""
+    scenario = str(Path(__file__).parents[2] / "scenarios" / "agg-noise.toml")
+    line = check_command(["run", scenario, "--seed", "-3"])
+    assert line is not None and "seed" in line
+    line = check_command(["testnet", "up", "--scenario", "missing.toml"])
+    assert line is not None and "missing.toml" in line
+
+
 def test_the_host_allow_list_matches_the_bound_address(tmp_path: Path) -> None:
     """--host 127.0.0.2 serves requests addressed to it (before: every request got 400)."""
     app = create_app(tmp_path, host="127.0.0.2")
