@@ -425,6 +425,22 @@ def _stat(path: Path) -> tuple[int, int]:
     return (st.st_size, st.st_mtime_ns)
 
 
+class UnreadablePage(Page):
+    """A directory whose files could not even be opened as a page (a malformed
+    ``testnet.json``, say): one panel saying why."""
+
+    def __init__(self, path: Path, exc: BaseException) -> None:
+        super().__init__()
+        self.title = path.name
+        self.problem = discovery.why(exc)
+
+    def _refresh(self) -> bool:
+        return False
+
+    def _render(self) -> dict[str, str]:
+        return {"unreadable": views_macro("unreadable", self.title, self.problem or "")}
+
+
 def unreadable_panels(title: str, exc: BaseException) -> dict[str, str]:
     """The one panel of a page whose files are malformed: ``unreadable: why``."""
     return {"unreadable": views_macro("unreadable", title, discovery.why(exc))}
@@ -437,6 +453,13 @@ def open_page(root: Path, rel: str) -> Page:
     rel = path.relative_to(root.resolve()).as_posix() if path != root.resolve() else ""
     if not rel:
         return IndexPage(root)
+    try:
+        return _open(root, path, rel)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        return UnreadablePage(path, exc)
+
+
+def _open(root: Path, path: Path, rel: str) -> Page:
     kind = discovery.classify(path)
     if kind in ("demo", "scenario"):
         return RunPage(path, rel, root)

@@ -456,6 +456,8 @@ def _bad_runs(root: Path) -> None:
     _write_run(root / "bad-events", events=[{"kind": "round_opened"}, {"kind": "submitted"},
                                             {"kind": "challenged", "round": "x"}, {}])  # fmt: skip
     _write_run(root / "good", {"rounds_finalized": 2, "rounds_requested": 2})
+    (root / "bad-testnet").mkdir()
+    (root / "bad-testnet" / "testnet.json").write_text(json.dumps({"nodes": ["x", 3]}))
 
 
 def test_malformed_run_directories_are_listed_as_unreadable_and_break_nothing(
@@ -470,11 +472,13 @@ def test_malformed_run_directories_are_listed_as_unreadable_and_break_nothing(
     assert entries["bad-1"]["status"].startswith("unreadable: ")
     assert entries["good"]["status"] == "finished"
     for path in ["/", "/control", "/view/bad-0", "/view/bad-1", "/view/bad-2",
-                 "/view/bad-events", "/api/view/bad-events"]:  # fmt: skip
+                 "/view/bad-events", "/api/view/bad-events", "/view/bad-testnet"]:  # fmt: skip
         status, _, body = request(app, "GET", path)
         assert status in (200, 422), (path, status, body[:300])
     assert b"unreadable: " in request(app, "GET", "/")[2]
     assert b"unreadable: " in request(app, "GET", "/view/bad-0")[2]
+    assert b"unreadable: " in request(app, "GET", "/view/bad-testnet")[2]
+    assert entries["bad-testnet"]["kind"] == "unreadable"
 
 
 def test_report_lists_a_malformed_run_as_unreadable_without_a_traceback(tmp_path: Path) -> None:
