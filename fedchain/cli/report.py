@@ -29,6 +29,13 @@ def main(args: argparse.Namespace) -> int:
         )
         return 2
     print(json.dumps(rows, indent=2) if args.json else markdown_table(rows))
+    unreadable = [r["scenario"] for r in rows if r["outcome"] == "unreadable"]
+    if unreadable:
+        print(
+            f"fedchain: warning: {len(unreadable)} run directories unreadable "
+            f"({', '.join(map(str, unreadable))}): their rows say why",
+            file=sys.stderr,
+        )
     return 0
 
 

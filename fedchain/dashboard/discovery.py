@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from fedchain.dashboard.sources import read_json, wrong_type
-from fedchain.report.detection import why_unreadable
+from fedchain.report.detection import json_object, why_unreadable
 from protocol.errors import ConfigError
 
 #: Sub-directories that never hold runs (stores, node data, the dashboard's own job logs).
@@ -152,6 +152,8 @@ def run_entry(path: Path, rel: str, kind: str, now: float | None = None) -> Entr
     summary = read_json(path / "summary.json")
     figures: dict[str, Any] = {}
     if summary is not None:
+        for name in ("config", "faults", "scenario"):  # objects the pages read into
+            json_object(summary.get(name), name)
         status = "stalled" if summary.get("liveness_lost") else "finished"
         if summary.get("safety_violated"):
             status = "safety violated"

@@ -455,6 +455,8 @@ def open_page(root: Path, rel: str) -> Page:
         return IndexPage(root)
     try:
         return _open(root, path, rel)
+    except ConfigError:
+        raise  # nothing to show there: 404
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         return UnreadablePage(path, exc)
 

@@ -30,10 +30,10 @@ COLUMNS = (
 
 
 def _behaviour(summary: dict[str, Any]) -> str:
-    scen = _obj(summary.get("scenario"))
+    scen = json_object(summary.get("scenario"), "scenario")
     kinds = []
-    for b in _obj(scen.get("aggregators")).values():
-        b = _obj(b)
+    for b in json_object(scen.get("aggregators"), "scenario.aggregators").values():
+        b = json_object(b, "an aggregator's behaviour")
         publish = b.get("publish", "honest")
         parts = [str(publish)] if publish != "honest" else []
         if b.get("challenger", "honest") != "honest":
@@ -45,17 +45,22 @@ def _behaviour(summary: dict[str, Any]) -> str:
         if b.get("crash_at"):
             parts.append(f"crash {b['crash_at']}")
         kinds.append("+".join(parts) or "honest")
-    for c in _obj(scen.get("clients")).values():
-        c = _obj(c)
-        to = _obj(c.get("params")).get("to")
+    for c in json_object(scen.get("clients"), "scenario.clients").values():
+        c = json_object(c, "a client's attack")
+        to = json_object(c.get("params"), "a client's params").get("to")
         kinds.append(f"client {c.get('attack')}" + (f" to {to}" if to is not None else ""))
     unique = sorted(set(kinds))
     return ", ".join(unique) if unique else "honest"
 
 
-def _obj(value: Any) -> dict[str, Any]:
-    """``value`` if it is a JSON object, else an empty one (a missing or mistyped field)."""
-    return value if isinstance(value, dict) else {}
+def json_object(value: Any, name: str = "a field") -> dict[str, Any]:
+    """``value`` if it is a JSON object, an empty one if it is missing (a reader tolerates
+    missing fields), else TypeError naming the field (a wrong type is not guessed around)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError(f"{name} is a JSON {type(value).__name__}, not an object")
+    return value
 
 
 def _read_object(path: Path) -> dict[str, Any]:
@@ -107,9 +112,9 @@ def _detection_row(run_dir: Path, summary_path: Path) -> dict[str, Any]:
     summary = _read_object(summary_path)
     verdict_path = run_dir / "verdict.json"
     verdict = _read_object(verdict_path) if verdict_path.exists() else {}
-    faults = _obj(summary.get("faults"))
-    scen = _obj(summary.get("scenario"))
-    config = _obj(summary.get("config"))
+    faults = json_object(summary.get("faults"), "faults")
+    scen = json_object(summary.get("scenario"), "scenario")
+    config = json_object(summary.get("config"), "config")
     source = scen.get("source") or config.get("name") or run_dir.name
     if summary.get("safety_violated"):
         outcome = "SAFETY VIOLATED"

@@ -470,6 +470,7 @@ def test_malformed_run_directories_are_listed_as_unreadable_and_break_nothing(
     entries = {e["name"]: e for e in json.loads(body)}
     assert entries["bad-0"]["status"] == "unreadable: summary.json holds a JSON list, not an object"
     assert entries["bad-1"]["status"].startswith("unreadable: ")
+    assert entries["bad-2"]["status"].startswith("unreadable: a field has the wrong type")
     assert entries["good"]["status"] == "finished"
     for path in ["/", "/control", "/view/bad-0", "/view/bad-1", "/view/bad-2",
                  "/view/bad-events", "/api/view/bad-events", "/view/bad-testnet"]:  # fmt: skip
@@ -479,6 +480,7 @@ def test_malformed_run_directories_are_listed_as_unreadable_and_break_nothing(
     assert b"unreadable: " in request(app, "GET", "/view/bad-0")[2]
     assert b"unreadable: " in request(app, "GET", "/view/bad-testnet")[2]
     assert entries["bad-testnet"]["kind"] == "unreadable"
+    assert request(app, "GET", "/view/no-such-run")[0] == 404  # missing is not unreadable
 
 
 def test_report_lists_a_malformed_run_as_unreadable_without_a_traceback(tmp_path: Path) -> None:
@@ -492,6 +494,8 @@ def test_report_lists_a_malformed_run_as_unreadable_without_a_traceback(tmp_path
     )
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
+    assert "3 run directories unreadable" in proc.stderr
+    assert "| bad-2 | unreadable: a field has the wrong type (faults is a JSON int" in proc.stdout
     assert "| bad-0 | unreadable: summary.json holds a JSON list" in proc.stdout
     assert "| good |" in proc.stdout
 

@@ -197,6 +197,48 @@ def test_the_page_recovers_after_a_failed_reconnect(browser: Any, tmp_path: Path
         dash.stop()
 
 
+def test_the_page_reconnects_after_a_restarted_server_first_answers_with_an_error(
+    browser: Any, tmp_path: Path
+) -> None:
+    """The dashboard restarts while a run's page is open, and the page's first reconnect is
+    answered 404 (the run's directory is briefly gone): the page keeps retrying and is live
+    again once the run is back (before: stuck on "reconnecting…" until a manual reload)."""
+    require_chromium()
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({"rounds_finalized": 1, "rounds_requested": 1}))
+    port = _free_port()
+    dash = DashboardProcess(tmp_path, "--port", str(port), max_seconds=300)
+    second = None
+    try:
+        page = browser.new_page()
+        page.goto(dash.url + "view/r")
+        page.wait_for_selector("#conn.live")
+        dash.stop()
+        page.wait_for_selector("#conn.down")
+        away = tmp_path / "away"
+        run.rename(away)
+        with page.expect_response(
+            lambda r: "/sse/view/r" in r.url and r.status == 404, timeout=90_000
+        ):  # Playwright's events are delivered while it waits, not during a Python sleep
+            second = DashboardProcess(tmp_path, "--port", str(port), max_seconds=300)
+        away.rename(run)
+        page.wait_for_selector("#conn.live", timeout=90_000)
+        page.close()
+    finally:
+        dash.stop()
+        if second is not None:
+            second.stop()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def test_a_bad_run_directory_is_listed_as_unreadable(browser: Any, tmp_path: Path) -> None:
     """summary.json of the wrong type: the list says 'unreadable: why', the run's page says
     it too, and the other runs are listed as before (no 500 anywhere)."""
