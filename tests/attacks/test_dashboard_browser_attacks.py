@@ -269,6 +269,21 @@ def test_a_bad_run_directory_is_listed_as_unreadable(browser: Any, tmp_path: Pat
         page.goto(dash.url + "control")
         page.wait_for_selector("#conn.live")
         screenshot(page, "attack-unreadable-run")
+        # a quoted path with spaces stays one argument; an option-like item is refused
+        page.click("[data-tab=run]")
+        form = page.locator("#form-run")
+        form.locator("input[name=scenarios]").fill('"no such/x y.toml"')
+        form.locator("button[type=submit]").click()
+        page.wait_for_function(
+            "t => document.querySelector('#form-run .form-error').textContent === t",
+            arg="fedchain: error: scenario 'no such/x y.toml': no such file",
+        )
+        form.locator("input[name=scenarios]").fill("a.toml --out=/tmp/elsewhere")
+        form.locator("button[type=submit]").click()
+        page.wait_for_function(
+            "() => document.querySelector('#form-run .form-error').textContent"
+            ".includes(\"must not start with '-'\")"
+        )
         assert violations == []  # the pages work under their own CSP
         page.close()
     finally:

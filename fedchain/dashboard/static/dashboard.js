@@ -59,7 +59,17 @@
     };
   }
 
-  async function post(url, payload) {
+  // A list typed into a text box: whitespace-separated, "double" or 'single' quotes keep a
+  // value with spaces whole. The server gets a JSON list and never splits its elements.
+  function words(text) {
+    const out = [];
+    const re = /"([^"]*)"|'([^']*)'|(\S+)/g;
+    let m;
+    while ((m = re.exec(text)) !== null) out.push(m[1] !== undefined ? m[1] : m[2] !== undefined ? m[2] : m[3]);
+    return out.filter(function (v) { return v !== ""; });
+  }
+
+    async function post(url, payload) {
     const resp = await fetch(url, {
       method: "POST",
       headers: { "Content-Type": "application/json", "X-Fedchain-Dashboard": "1" },
@@ -109,7 +119,7 @@
       let value;
       if (el.type === "checkbox") value = el.checked;
       else if (el.multiple) value = Array.from(el.selectedOptions).map(function (o) { return o.value; });
-      else if (el.dataset.list) value = el.value.split(/\s+/).filter(function (v) { return v; });
+      else if (el.dataset.list) value = words(el.value);
       else value = el.value;
       if (values[el.name] === undefined) values[el.name] = value;
       else values[el.name] = [].concat(values[el.name], value);  // scenarios: list + paths
