@@ -179,7 +179,7 @@ def test_invalid_funding_key_is_named_not_echoed(
     monkeypatch.setenv("FEDCHAIN_FUNDING_KEY", secret)  # never on the command line (ps)
     argv = ["demo", "--rpc-url", url, "--out", str(tmp_path), "--quiet"]
     code, err = run_cli(argv, capsys)
-    assert_one_line_error(code, err, "--funding-key")
+    assert_one_line_error(code, err, "$FEDCHAIN_FUNDING_KEY")
     assert secret not in err
 
 

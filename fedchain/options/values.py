@@ -66,6 +66,18 @@ def funding_key(
             raise ConfigError(f"--funding-key-file {key_file!r}: not a text file") from exc
         if not text:
             raise ConfigError(f"--funding-key-file {key_file!r}: empty")
-        return text
+        return _valid_key(text, f"--funding-key-file {key_file!r}")
     value = environ.get(FUNDING_KEY_ENV, "").strip()
-    return value or None
+    return _valid_key(value, f"${FUNDING_KEY_ENV}") if value else None
+
+
+def _valid_key(key: str, source: str) -> str:
+    """``key`` if it is a secp256k1 private key, else ConfigError naming where it came
+    from (never the key, not even a malformed one)."""
+    from eth_account import Account
+
+    try:
+        Account.from_key(key)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{source}: not a valid secp256k1 private key") from exc
+    return key
