@@ -311,7 +311,11 @@ def _form_secrets(command: str, values: dict[str, Any]) -> dict[str, str]:
     """The secret fields of a form (the funding key) as the job's environment, taken out
     of ``values``: a secret never becomes an argument, a log line or a page."""
     env: dict[str, str] = {}
+    spec = forms.command_forms(_parser()).get(command, {"groups": []})
+    offered = {f["dest"] for g in spec["groups"] for f in g["fields"] if f["kind"] == "secret"}
     for dest, variable in forms.SECRET_FIELDS.items():
+        if dest not in offered:
+            continue  # left in values: refused as an unknown option of this command
         value = values.pop(dest, None)
         if value is None or value == "":
             continue

@@ -263,6 +263,15 @@ def test_testnet_spec_holding_keys_is_written_owner_only(tmp_path: Path) -> None
     assert "_spec_path(directory).write_text" not in source
 
 
+def test_a_secret_field_is_offered_only_where_the_command_takes_a_key(tmp_path: Path) -> None:
+    app = create_app(tmp_path)
+    body = json.dumps(
+        {"command": "run", "values": {"scenarios": ["x.toml"], "funding_key": SECRET}}
+    )
+    status, _, out = request(app, "POST", "/api/jobs", {"x-fedchain-dashboard": "1"}, body.encode())
+    assert status == 400 and b"no option 'funding_key'" in out and SECRET.encode() not in out
+
+
 def test_key_files_and_job_logs_are_never_served(tmp_path: Path) -> None:
     _fake_testnet(tmp_path / "tn")
     logs = tmp_path / ".dashboard" / "jobs"
