@@ -130,9 +130,12 @@ def test_run_view_matches_summary_and_shows_the_slashed_aggregator(
     run = _noise_run(runs)
     rel = run.relative_to(runs).as_posix()
     page = browser.new_page()
+    blocked: list[str] = []  # what the page's Content-Security-Policy refused (nothing)
+    page.on("console", lambda m: blocked.append(m.text) if "Security Policy" in m.text else None)
     page.goto(dashboard.url + "view/" + rel)
     page.wait_for_selector("#conn.live")
     _check_run_page(page, run)
+    assert blocked == []
     slashed = _rejected_aggregators(run)
     assert slashed == ["aggregator-0"]  # the noise scenario's faulty aggregator
     assert page.inner_text("#slashed-aggregators") == ", ".join(slashed)
