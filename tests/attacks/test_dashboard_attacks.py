@@ -9,6 +9,7 @@ process boundary matters (``ps``, the job's log, the bound address, live connect
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import stat
@@ -301,48 +302,71 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _follow_job(dash: DashboardProcess, values: dict[str, str], timeout: float) -> dict[str, Any]:
+    """Start ``demo`` from the form with ``values``; while it runs, grep ``ps`` (every
+    process, whole command lines) and its ``/proc/PID/cmdline`` for the key; its record."""
+    status, text = _http(dash.url + "api/jobs", {"command": "demo", "values": values})
+    assert status == 200, text
+    assert SECRET not in text
+    job = json.loads(text)["job"]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ps = subprocess.run(["ps", "-eo", "pid,args", "ww"], capture_output=True, text=True)
+        assert SECRET not in ps.stdout
+        with (
+            contextlib.suppress(FileNotFoundError, ProcessLookupError),
+            open(f"/proc/{job['pid']}/cmdline", "rb") as fh,
+        ):
+            assert SECRET.encode() not in fh.read()
+        _, jobs = _http(dash.url + "api/jobs")
+        assert SECRET not in jobs
+        record: dict[str, Any] = next(j for j in json.loads(jobs) if j["id"] == job["id"])
+        if record["state"] != "running":
+            return record
+        time.sleep(0.1)
+    raise AssertionError(f"job {job['id']} still running after {timeout} s")
+
+
 @pytest.mark.slow
 def test_a_funding_key_from_the_form_appears_in_no_argv_log_page_or_file(tmp_path: Path) -> None:
     """The control panel's password field: the key reaches the job through its environment;
-    ``ps``, the job's log on disk, every page, API answer and served file are grepped."""
+    ``ps``, the job's log on disk, every page, API answer and served file are grepped: for
+    a job that fails (nothing listens on its RPC port) and one that runs a whole demo."""
     runs = tmp_path / "runs"
-    dash = DashboardProcess(runs, max_seconds=300)
+    dash = DashboardProcess(runs, max_seconds=600)
     try:
-        values = {"rounds": "1", "clients": "2", "aggregators": "1", "out": str(runs),
-                  "rpc_url": f"http://127.0.0.1:{_free_port()}", "funding_key": SECRET}  # fmt: skip
-        status, text = _http(dash.url + "api/jobs", {"command": "demo", "values": values})
-        assert status == 200, text
-        assert SECRET not in text
-        job = json.loads(text)["job"]
-        seen_ps = []
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            ps = subprocess.run(["ps", "-eo", "pid,args", "ww"], capture_output=True, text=True)
-            seen_ps.append(ps.stdout)
-            with open(f"/proc/{job['pid']}/cmdline", "rb") as fh:
-                assert SECRET.encode() not in fh.read()
-            _, jobs = _http(dash.url + "api/jobs")
-            if json.loads(jobs)[0]["state"] != "running":
-                break
-            time.sleep(0.1)
-        assert all(SECRET not in out for out in seen_ps)
-        _, jobs = _http(dash.url + "api/jobs")
-        (record,) = json.loads(jobs)
-        assert record["state"] == "failed"  # nothing listens on that RPC port
-        assert SECRET not in jobs
+        rpc = f"http://127.0.0.1:{_free_port()}"
+        values = {"rounds": "1", "clients": "3", "out": str(runs), "funding_key": SECRET}
+        failed = _follow_job(dash, {**values, "rpc_url": rpc}, 120)
+        assert failed["state"] == "failed" and "--rpc-url" in (failed["error"] or "")
+        finished = _follow_job(dash, values, 400)  # the embedded chain: a complete run
+        assert finished["state"] == "finished", finished["log"]
+        assert finished["run_dirs"]
         for log in (runs / ".dashboard" / "jobs").glob("*.log"):
             assert SECRET not in log.read_text()
             assert stat.S_IMODE(log.stat().st_mode) == 0o600
-        for path in ["", "control", "api/runs", "api/commands"]:
-            assert SECRET not in _http(dash.url + path)[1]
+        pages = ["", "control", "api/runs", "api/commands", "api/jobs"]
+        pages += [f"view/{quote(link)}" for link in _run_links(runs)]
+        pages += [f"api/view/{quote(link)}" for link in _run_links(runs)]
+        for path in pages:
+            status, body = _http(dash.url + path)
+            assert status == 200, path
+            assert SECRET not in body, path
+        served = 0
         for f in runs.rglob("*"):
             if f.is_file():
-                rel = quote(f.relative_to(runs).as_posix())
-                status, body = _http(dash.url + "file/" + rel)
+                assert SECRET.encode() not in f.read_bytes() or ".dashboard" in f.parts, f
+                status, body = _http(dash.url + "file/" + quote(f.relative_to(runs).as_posix()))
+                served += status == 200
                 assert SECRET not in body
+        assert served >= 3  # summary.json, rounds.jsonl, events.jsonl at least
     finally:
         dash.stop()
     assert all(SECRET not in line for line in dash.output)
+
+
+def _run_links(runs: Path) -> list[str]:
+    return [p.parent.relative_to(runs).as_posix() for p in runs.rglob("summary.json")]
 
 
 # ----------------------------------------------------------------------------------------
