@@ -866,8 +866,8 @@ def _main(argv: list[str] | None = None) -> int:  # pragma: no cover - manual he
             print(f"anvil  {anvil.url}  (pid {anvil.pid}, {anvil.started_in:.2f} s)")
             print(f"ipfs   {ipfs.api_multiaddr}  (pid {ipfs.pid}, {ipfs.started_in:.2f} s)")
             print(
-                f"fedchain demo --rpc-url {anvil.url} --funding-key {anvil.funding_key} "
-                f"--store {ipfs.store_spec}",
+                f"FEDCHAIN_FUNDING_KEY={anvil.funding_key} "
+                f"fedchain demo --rpc-url {anvil.url} --store {ipfs.store_spec}",
                 flush=True,
             )
             while anvil.is_running() and ipfs.is_running():

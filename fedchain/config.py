@@ -192,6 +192,17 @@ class DemoConfig:
             raise bad("prox_mu", "must be >= 0")
         if self.seed < 0:
             raise bad("seed", "must be >= 0")
+        problem = run_name_problem(self.name)
+        if problem is not None:
+            raise bad("name", problem)
+        if self.data_path is not None:
+            import inspect
+
+            from clients.data import DATASETS
+
+            loader = DATASETS.get(self.dataset)
+            if loader is not None and "path" not in inspect.signature(loader).parameters:
+                raise bad("data_path", f"dataset {self.dataset!r} reads no files")
         # Unknown rule, bad parameters, or too few clients for them: fail now, not mid-run.
         try:
             rule = make_rule(self.rule, self.rule_params)
@@ -303,6 +314,27 @@ PRIVACY_KEYS = (*PRIVACY_KEYS, "clip_bit_epsilon", "num_clients")
 
 #: CLI spelling of the DemoConfig fields whose option name is not ``--field-name``.
 OPTION_NAMES = {"rule_params": "--rule-param"}
+
+
+def run_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a run directory (it is joined to ``--out``), else None.
+
+    A name is one path component: no ``/`` or ``\\``, not ``.`` or ``..`` or containing
+    ``..``, no NUL or other control character, not starting with ``-`` (it would read as an
+    option), at most 100 characters."""
+    if not name:
+        return "must not be empty"
+    if len(name) > 100:
+        return "at most 100 characters"
+    if "/" in name or "\\" in name:
+        return "one directory name: no '/' or '\\' (it would write outside --out)"
+    if ".." in name or name == ".":
+        return "must not contain '..' (it would write outside --out)"
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "no NUL or control characters"
+    if name.startswith("-"):
+        return "must not start with '-'"
+    return None
 
 
 def setting_label(key: str, value: Any, where: str | None = None) -> str:

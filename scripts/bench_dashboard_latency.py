@@ -97,7 +97,7 @@ def in_process(dash: DashboardProcess, browser: Any, runs: Path, scenario: Path)
     page = browser.new_page()
     page.goto(dash.url + "view/" + run.relative_to(runs).as_posix())
     page.wait_for_function(
-        "document.querySelector('#run-status').textContent === 'finished'", timeout=300_000
+        "() => document.querySelector('#run-status').textContent === 'finished'", timeout=300_000
     )
     proc.wait(120)
     applied = page.evaluate("window.__fedchain.applied")
@@ -130,7 +130,8 @@ def testnet_latencies(dash: DashboardProcess, browser: Any, runs: Path, rounds: 
         page.evaluate(OBSERVER)
         connected = page.evaluate("Date.now()")
         page.wait_for_function(
-            "document.querySelector('#run-status').textContent === 'finished'", timeout=600_000
+            "() => document.querySelector('#run-status').textContent === 'finished'",
+            timeout=600_000,
         )
         seen = page.evaluate("window.__seen")
         page.close()

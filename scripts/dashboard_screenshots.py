@@ -47,7 +47,7 @@ def dispute_view(dash: DashboardProcess, browser: object, runs: Path, out: Path)
         page.wait_for_selector("#current-phase[data-phase=disputed]", timeout=300_000)
         page.wait_for_selector(".dispute table.votes", timeout=30_000)
         page.wait_for_function(  # the chain's own view agrees: the round is disputed
-            "document.querySelector('#chain-status').textContent.includes('PBFT dispute')",
+            "() => document.querySelector('#chain-status').textContent.includes('PBFT dispute')",
             timeout=30_000,
         )
         page.screenshot(path=str(out / "dashboard-dispute.png"), full_page=True)

@@ -172,13 +172,14 @@ def test_status_unreachable_rpc(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_invalid_funding_key_is_named_not_echoed(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     secret = "0x1234"
     url = f"http://127.0.0.1:{_free_port()}"
-    argv = ["demo", "--rpc-url", url, "--funding-key", secret, "--out", str(tmp_path), "--quiet"]
+    monkeypatch.setenv("FEDCHAIN_FUNDING_KEY", secret)  # never on the command line (ps)
+    argv = ["demo", "--rpc-url", url, "--out", str(tmp_path), "--quiet"]
     code, err = run_cli(argv, capsys)
-    assert_one_line_error(code, err, "--funding-key")
+    assert_one_line_error(code, err, "$FEDCHAIN_FUNDING_KEY")
     assert secret not in err
 
 

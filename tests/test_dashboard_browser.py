@@ -130,9 +130,12 @@ def test_run_view_matches_summary_and_shows_the_slashed_aggregator(
     run = _noise_run(runs)
     rel = run.relative_to(runs).as_posix()
     page = browser.new_page()
+    blocked: list[str] = []  # what the page's Content-Security-Policy refused (nothing)
+    page.on("console", lambda m: blocked.append(m.text) if "Security Policy" in m.text else None)
     page.goto(dashboard.url + "view/" + rel)
     page.wait_for_selector("#conn.live")
     _check_run_page(page, run)
+    assert blocked == []
     slashed = _rejected_aggregators(run)
     assert slashed == ["aggregator-0"]  # the noise scenario's faulty aggregator
     assert page.inner_text("#slashed-aggregators") == ", ".join(slashed)
@@ -278,7 +281,7 @@ def test_control_panel_starts_a_demo_and_watches_it_complete(
     link.click()
     page.wait_for_selector("#conn.live")
     page.wait_for_function(
-        "document.querySelector('#run-status').textContent === 'finished'", timeout=240_000
+        "() => document.querySelector('#run-status').textContent === 'finished'", timeout=240_000
     )
     (run,) = [p for p in runs.iterdir() if p.name.endswith("-from-panel")]
     wait_for(lambda: (run / "summary.json").exists(), 30, "summary.json")
@@ -309,10 +312,21 @@ def test_a_started_job_can_be_stopped_and_the_dashboard_stops_its_jobs(
         page.wait_for_selector("#form-demo .form-ok:not(:empty)")
         pid = int(page.locator("#jobs-table tr[data-job] td.num").first.inner_text())
         assert pid_alive(pid)
+        # stop asks first: dismissed, nothing happens; accepted, the job stops
+        page.once("dialog", lambda d: d.dismiss())
+        page.locator("#jobs-table button", has_text="stop").click()
+        page.wait_for_timeout(500)
+        assert pid_alive(pid)
+        assert (
+            page.locator("#jobs-table tr[data-job]").first.get_attribute("data-state") == "running"
+        )
+        dialogs: list[str] = []
+        page.once("dialog", lambda d: (dialogs.append(d.message), d.accept()))
         page.locator("#jobs-table button", has_text="stop").click()
         row = page.locator("#jobs-table tr[data-job]").first
         wait_for(lambda: row.get_attribute("data-state") == "stopped", 30, "stopped state")
         wait_for(lambda: not pid_alive(pid), 15, f"pid {pid} to exit")
+        assert dialogs and dialogs[0].startswith("Stop job")
         # a second one is left running: stopping the dashboard stops it
         form.locator("button[type=submit]").click()
         wait_for(
@@ -501,16 +515,28 @@ def test_experiment_view_shows_figures_summary_and_cells(
     page.goto(dashboard.url + "view/experiments/exp-demo")
     assert page.locator("#experiment-summary table").count() == 1
     assert page.locator("#cells-table tbody tr").count() == 2
-    img = page.locator(".figures img").first
-    assert img.evaluate("i => i.complete && i.naturalWidth") == 64
+    _wait_image_width(page, ".figures img", 64)
     assert page.locator("#panel-cell_runs a").count() >= 1
     screenshot(page, "experiment-view")
     out = tmp_path / "exp.html"
     assert main(["report", str(exp), "--html", "-o", str(out)]) == 0
     assert "data:image/png;base64," in out.read_text()
     page.goto(out.as_uri())
-    assert page.locator(".figures img").first.evaluate("i => i.naturalWidth") == 64
+    _wait_image_width(page, ".figures img", 64)
     page.close()
+
+
+def _wait_image_width(page: Any, selector: str, width: int) -> None:
+    """Wait until the first image matching ``selector`` has loaded with ``width`` pixels
+    (an image is read once it has loaded, never while it may still be loading)."""
+    page.wait_for_function(
+        """([sel, w]) => {
+            const i = document.querySelector(sel);
+            return i !== null && i.complete && i.naturalWidth === w;
+        }""",
+        arg=[selector, width],
+        timeout=30_000,
+    )
 
 
 def _experiment_state(page: Any) -> tuple[str, int, int]:
@@ -563,6 +589,7 @@ def test_control_panel_runs_an_experiment_with_progress_stop_resume_and_results(
     page.goto(dashboard.url + "control")
     row = page.locator("#jobs-table tr[data-state=running]").first
     pid = int(row.locator("td.num").inner_text())
+    page.once("dialog", lambda d: d.accept())  # stop asks for confirmation
     row.locator("button", has_text="stop").click()
     wait_for(lambda: not pid_alive(pid), 30, f"experiment pid {pid} to exit")
     meta = json.loads((exp / "experiment.json").read_text())
@@ -575,7 +602,7 @@ def test_control_panel_runs_an_experiment_with_progress_stop_resume_and_results(
     page.goto(dashboard.url + "view/experiments/clients-quick")
     page.wait_for_selector("#conn.live")
     page.wait_for_function(
-        "document.querySelector('#experiment-progress').dataset.status === 'finished'",
+        "() => document.querySelector('#experiment-progress').dataset.status === 'finished'",
         timeout=600_000,
     )
     assert _experiment_state(page) == ("finished", 6, 6)
@@ -586,8 +613,15 @@ def test_control_panel_runs_an_experiment_with_progress_stop_resume_and_results(
     pngs = sorted(p.name for p in (exp / "figures").glob("*.png"))
     captions = page.locator(".figures figcaption").all_inner_texts()
     assert pngs and sorted(captions) == pngs
-    for i in range(len(pngs)):
-        assert page.locator(".figures img").nth(i).evaluate("i => i.complete && i.naturalWidth") > 0
+    # every figure loaded and decoded: waited for, not read once while the images load
+    page.wait_for_function(
+        """n => {
+            const imgs = Array.from(document.querySelectorAll('.figures img'));
+            return imgs.length === n && imgs.every(i => i.complete && i.naturalWidth > 0);
+        }""",
+        arg=len(pngs),
+        timeout=60_000,
+    )
     with (exp / "cells.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 6

@@ -331,8 +331,9 @@ def test_forms_come_from_the_cli_parser_and_map_back_to_argv() -> None:
         "demo",
         {"clients": " 4 ", "rule": "krum", "rule_param": "f=1 m=2", "rounds": "", "seed": None},
     )
-    assert argv == ["demo", "--clients", "4", "--rule", "krum", "--rule-param", "f=1",
-                    "--rule-param", "m=2"]  # fmt: skip
+    # option values as --option=VALUE: no value can turn into an option
+    assert argv == ["demo", "--clients=4", "--rule=krum", "--rule-param=f=1",
+                    "--rule-param=m=2"]  # fmt: skip
     run = forms.argv_from_form(
         parser, "run", {"scenarios": [["a.toml", "b.toml"], "c.toml"], "compare_honest": True}
     )

@@ -61,6 +61,7 @@ def test_kill_and_restart_a_testnet_node_from_the_page(tmp_path: Path) -> None:
             row.locator("button", has_text="kill").wait_for()
             old_pid = testnet.node_pid(directory, node)
             assert old_pid is not None and pid_alive(old_pid)
+            page.once("dialog", lambda d: d.accept())  # kill -9 asks for confirmation
             row.locator("button", has_text="kill").click()
             page.wait_for_selector(f"#nodes-table tr[data-node='{node}'][data-running='no']")
             assert "killed" in page.inner_text("#action-result")
@@ -73,7 +74,7 @@ def test_kill_and_restart_a_testnet_node_from_the_page(tmp_path: Path) -> None:
             assert testnet.status(directory)["nodes"][node]["running"]
             # the restarted node resumes from chain state; the task completes
             page.wait_for_function(
-                "document.querySelector('#run-status').textContent === 'finished'",
+                "() => document.querySelector('#run-status').textContent === 'finished'",
                 timeout=400_000,
             )
             final = testnet.status(directory)["chain"]

@@ -64,6 +64,8 @@ def test_layers_kept(tree: Path) -> None:
         ("fedchain/testnet/cluster.py", "import fedchain.dashboard.app"),  # testnet -> interface
         ("fedchain/report/detection.py", "import fedchain.experiments.grid"),  # sideways
         ("fedchain/config.py", "import fedchain.sim.runner"),  # shared config -> simulator
+        ("fedchain/dashboard/app.py", "import fedchain.cli"),  # the old cli <-> dashboard cycle
+        ("fedchain/options/checks.py", "import fedchain.dashboard.forms"),  # shared -> user
     ],
 )
 def test_upward_import_breaks_the_contract(tree: Path, module: str, upward: str) -> None:

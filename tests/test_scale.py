@@ -171,7 +171,9 @@ def test_relayed_batches_register_what_clients_would_register_alone(tmp_path: Pa
 
 
 def test_engine_options_reach_demo_and_scenario_configs() -> None:
-    from fedchain.cli import _demo_config, _engine_overrides, build_parser
+    from fedchain.options import build_parser
+    from fedchain.options import demo_config as _demo_config
+    from fedchain.options import engine_overrides as _engine_overrides
 
     parser = build_parser()
     args = parser.parse_args(["demo", "--engine", "ray", "--ray-cpus", "2"])

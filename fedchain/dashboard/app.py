@@ -22,7 +22,12 @@ Routes (``REL`` is a path under the runs root; nothing outside it is ever read):
 
 Mutating requests must carry the ``X-Fedchain-Dashboard`` header (a cross-site form cannot
 set it, and a cross-origin script would need a CORS pre-flight this app never answers), and
-the ``Host`` header must be a loopback name (no DNS rebinding).
+the ``Host`` header must be a loopback name or the bound address (no DNS rebinding).
+:class:`~fedchain.dashboard.security.SecurityMiddleware` adds the frame and content-security
+headers to every response and refuses requests other sites' pages make; GET requests never
+start work (a testnet view starts reading its chain only for a same-origin page or stream).
+Secrets (the funding key) reach a job through its environment only, and are redacted from
+everything the dashboard shows.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from starlette.staticfiles import StaticFiles
 from fedchain.dashboard import discovery, forms, render
 from fedchain.dashboard.jobs import JobError, JobManager
 from fedchain.dashboard.pages import Page, open_page, views_macro
+from fedchain.dashboard.security import MAX_STREAMS, SecurityMiddleware
 from protocol.errors import ConfigError, FedchainError
 
 #: Seconds between two looks at a followed run (a few stat calls when nothing changed).
@@ -69,6 +75,9 @@ FILE_TYPES = {
     ".txt": "text/plain; charset=utf-8",
 }  # never HTML or SVG: a file from a run directory must not run script on this origin
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
+#: Path components ``/file/`` never serves: the dashboard's own job logs and keys (under
+#: ``.dashboard``, like any hidden directory) and a testnet's keys.
+SECRET_FILES = frozenset({"testnet.json"})
 CSRF_HEADER = "x-fedchain-dashboard"
 COMMAND_LABELS = {"demo": "Demo", "run": "Scenario", "experiment": "Experiment"}
 
@@ -99,7 +108,11 @@ class Dashboard:
         entry.used = now
         return entry
 
-    async def refresh(self, entry: _Cached) -> None:
+    async def refresh(self, entry: _Cached, may_start_work: bool = False) -> None:
+        """Refresh a page; ``may_start_work`` (a same-origin page or stream) also lets it
+        start what it follows with (a testnet's chain-reading thread and workers)."""
+        if may_start_work:
+            entry.page.activate()
         async with entry.lock:
             if entry.page.blocking:
                 await anyio.to_thread.run_sync(entry.page.refresh)
@@ -121,7 +134,8 @@ class Dashboard:
         testnets = [e for e in discovery.scan(self.runs) if e.kind == "testnet"]
         return {
             "jobs": views_macro("jobs", jobs),
-            "testnets": "<h3>Testnets</h3>" + views_macro("runs_list", testnets, str(self.runs)),
+            "testnets": "<h3>Testnets</h3>"
+            + views_macro("runs_list", testnets, str(self.runs), TESTNETS_EMPTY),
         }
 
     def link(self, path: str) -> str | None:
@@ -148,8 +162,12 @@ def _crumbs(rel: str) -> list[tuple[str, str]]:
     crumbs = [("runs", "/")]
     parts = rel.split("/")[:-1] if rel else []
     for i, part in enumerate(parts):
-        crumbs.append((part, "/view/" + "/".join(parts[: i + 1])))
+        crumbs.append((part, "/view/" + render.url_path("/".join(parts[: i + 1]))))
     return crumbs
+
+
+def _may_start_work(request: Request) -> bool:
+    return bool(getattr(request.state, "may_start_work", False))
 
 
 def _digest(html: str) -> str:
@@ -168,7 +186,7 @@ async def _refreshed(request: Request) -> tuple[Dashboard, str, _Cached]:
         entry = dash.cached(rel)
     except ConfigError as exc:
         raise HTTPException(404, str(exc)) from exc
-    await dash.refresh(entry)
+    await dash.refresh(entry, _may_start_work(request))
     return dash, rel, entry
 
 
@@ -179,9 +197,9 @@ async def view_page(request: Request) -> Response:
         "page.html",
         title=page.title,
         layout=page.layout,
-        panels={k: Markup(v) for k, v in page.panels().items()},
+        panels={k: Markup(v) for k, v in page.safe_panels().items()},
         crumbs=_crumbs(rel) if rel else [],
-        stream=f"/sse/view/{rel}" if rel else "/sse/",
+        stream=f"/sse/view/{render.url_path(rel)}" if rel else "/sse/",
         intro=None,
     )
     return HTMLResponse(html)
@@ -191,8 +209,8 @@ async def stream_view(request: Request) -> Response:
     dash, _, entry = await _refreshed(request)
 
     async def panels() -> dict[str, Any]:
-        await dash.refresh(entry)
-        return {"panels": entry.page.panels(), **entry.page.stream_info()}
+        await dash.refresh(entry, True)  # a stream is this origin's page (foreign: 403)
+        return {"panels": entry.page.safe_panels(), **entry.page.stream_info()}
 
     return EventSourceResponse(_panel_stream(request, panels), ping=10, send_timeout=30)
 
@@ -248,7 +266,7 @@ def _experiment_names() -> list[str]:
 
 
 def _parser() -> Any:
-    from fedchain.cli import build_parser
+    from fedchain.options import build_parser
 
     return build_parser()
 
@@ -263,7 +281,8 @@ def _check_mutation(request: Request) -> None:
 
 async def api_runs(request: Request) -> Response:
     dash = _state(request)
-    return JSONResponse([e.as_dict() for e in discovery.scan(dash.runs)])
+    entries = await anyio.to_thread.run_sync(discovery.scan, dash.runs)
+    return JSONResponse([e.as_dict() for e in entries])
 
 
 async def api_view(request: Request) -> Response:
@@ -271,7 +290,11 @@ async def api_view(request: Request) -> Response:
     snapshot = getattr(entry.page, "snapshot", None)
     if snapshot is None:
         raise HTTPException(404, f"{rel!r} is not a run or a testnet")
-    return JSONResponse(json.loads(json.dumps(snapshot(), default=str)))
+    try:
+        data = json.loads(json.dumps(snapshot(), default=str))
+    except Exception as exc:  # a malformed run directory: say why, keep serving
+        return JSONResponse({"error": f"unreadable: {discovery.why(exc)}"}, status_code=422)
+    return JSONResponse(data)
 
 
 async def api_commands(request: Request) -> Response:
@@ -282,6 +305,24 @@ async def api_jobs(request: Request) -> Response:
     dash = _state(request)
     dash.jobs.poll()
     return JSONResponse([j.as_dict() for j in dash.jobs.jobs.values()])
+
+
+def _form_secrets(command: str, values: dict[str, Any]) -> dict[str, str]:
+    """The secret fields of a form (the funding key) as the job's environment, taken out
+    of ``values``: a secret never becomes an argument, a log line or a page."""
+    env: dict[str, str] = {}
+    spec = forms.command_forms(_parser()).get(command, {"groups": []})
+    offered = {f["dest"] for g in spec["groups"] for f in g["fields"] if f["kind"] == "secret"}
+    for dest, variable in forms.SECRET_FIELDS.items():
+        if dest not in offered:
+            continue  # left in values: refused as an unknown option of this command
+        value = values.pop(dest, None)
+        if value is None or value == "":
+            continue
+        if not isinstance(value, str):
+            raise ConfigError(f"{dest}: expected text")
+        env[variable] = value.strip()
+    return env
 
 
 async def api_start_job(request: Request) -> Response:
@@ -297,26 +338,33 @@ async def api_start_job(request: Request) -> Response:
     values = body.get("values") or {}
     if not isinstance(values, dict):
         return JSONResponse({"error": "values: expected an object"}, status_code=400)
+    values = dict(values)
     try:
+        env = _form_secrets(command, values)
         argv = forms.argv_from_form(_parser(), command, values)
     except KeyError as exc:
         return JSONResponse({"error": str(exc.args[0])}, status_code=400)
+    except ConfigError as exc:
+        return JSONResponse({"error": f"fedchain: error: {exc}"}, status_code=400)
     try:
-        # Popen on the event loop's thread: the job's pdeathsig is tied to the forking thread.
-        problem = await anyio.to_thread.run_sync(_check, argv)
+        problem = await anyio.to_thread.run_sync(_check, argv, env)
         if problem is not None:
             raise JobError(problem)
         argv = await anyio.to_thread.run_sync(_with_outputs_under, argv, dash.runs)
-        job = dash.jobs.start(argv, checked=True)
+        # Popen on the event loop's thread: the job's pdeathsig is tied to the forking thread.
+        job = dash.jobs.start(argv, checked=True, env=env)
     except JobError as exc:
-        return JSONResponse({"error": str(exc), "argv": argv}, status_code=400)
+        message = redact(str(exc), env.values())
+        return JSONResponse({"error": message, "argv": argv}, status_code=400)
     return JSONResponse({"job": job.as_dict()})
 
 
-def _check(argv: list[str]) -> str | None:
-    from fedchain.cli import check_command
+def _check(argv: list[str], env: dict[str, str]) -> str | None:
+    import os
 
-    return check_command(argv)
+    from fedchain.options import check_command
+
+    return check_command(argv, {**os.environ, **env})
 
 
 def _with_outputs_under(argv: list[str], runs: Path) -> list[str]:
@@ -325,7 +373,7 @@ def _with_outputs_under(argv: list[str], runs: Path) -> list[str]:
     RUNS for ``runs``), so the experiment shows up here."""
     if not argv or argv[0] != "experiment" or "--out" in argv:
         return argv
-    from fedchain.cli import build_parser, experiment_out, experiment_spec
+    from fedchain.options import build_parser, experiment_out, experiment_spec
 
     args = build_parser().parse_args(argv)
     return [*argv, "--out", experiment_out(args, experiment_spec(args), runs)]
@@ -391,6 +439,9 @@ async def serve_file(request: Request) -> Response:
     except ConfigError as exc:
         raise HTTPException(404, str(exc)) from exc
     media = FILE_TYPES.get(path.suffix.lower())
+    parts = path.relative_to(dash.runs.resolve()).parts
+    if any(p.startswith(".") or p in SECRET_FILES for p in parts):
+        raise HTTPException(404, f"{rel!r}: not a file the dashboard serves (it may hold keys)")
     if media is None or not path.is_file():
         raise HTTPException(404, f"{rel!r}: not a file the dashboard serves")
     return FileResponse(path, media_type=media, headers={"X-Content-Type-Options": "nosniff"})
@@ -403,14 +454,39 @@ async def _watch_jobs(dash: Dashboard) -> None:
         await asyncio.sleep(1.0)
 
 
+def allowed_hosts(host: str) -> list[str]:
+    """The ``Host`` names the dashboard answers: the loopback names and the bound address."""
+    out = list(LOOPBACK_HOSTS)
+    for name in (host, f"[{host}]" if ":" in host else host):
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def redact(text: str, secrets: Any) -> str:
+    """``text`` with every secret replaced by ``[redacted]``."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+TESTNETS_EMPTY = (
+    "no testnets yet: start one with <code>fedchain testnet up --dir RUNS/testnet</code>"
+)
+
+
 def create_app(
     runs: Path,
     *,
     job_timeout: float = 3600.0,
     max_jobs: int = 2,
     scenarios_dir: Path | None = None,
+    host: str = "127.0.0.1",
+    max_streams: int = MAX_STREAMS,
 ) -> Starlette:
-    """The dashboard for the runs under ``runs`` (jobs bounded to ``job_timeout`` seconds)."""
+    """The dashboard for the runs under ``runs`` (jobs bounded to ``job_timeout`` seconds),
+    answering requests for the loopback names and ``host`` (the bound address)."""
     jobs = JobManager(runs, timeout=job_timeout, max_jobs=max_jobs)
     dash = Dashboard(runs, jobs, scenarios_dir)
 
@@ -450,7 +526,10 @@ def create_app(
             Route("/file/{rel:path}", serve_file),
             Mount("/static", StaticFiles(packages=[("fedchain.dashboard", "static")])),
         ],
-        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_HOSTS)],
+        middleware=[
+            Middleware(SecurityMiddleware, max_streams=max_streams),
+            Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(host)),
+        ],
         lifespan=lifespan,
     )
     app.state.dashboard = dash

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fedchain.dashboard.sources import read_json
+from fedchain.dashboard.sources import read_json, wrong_type
+from fedchain.report.detection import json_object, why_unreadable
 from protocol.errors import ConfigError
 
 #: Sub-directories that never hold runs (stores, node data, the dashboard's own job logs).
@@ -35,7 +36,7 @@ class Entry:
     """One directory the dashboard can show."""
 
     rel: str  # path relative to the root, "/"-separated ("" for the root itself)
-    kind: str  # demo | scenario | set | folder | testnet | experiment
+    kind: str  # demo | scenario | set | folder | testnet | experiment | unreadable
     name: str
     status: str
     modified: float
@@ -98,7 +99,8 @@ def classify(path: Path) -> str | None:
     if (path / "summary.json").is_file() or (path / "events.jsonl").is_file():
         summary = read_json(path / "summary.json")
         if summary is not None:
-            return "scenario" if (summary.get("scenario") or {}).get("source") else "demo"
+            scenario = summary.get("scenario")
+            return "scenario" if isinstance(scenario, dict) and scenario.get("source") else "demo"
         first = _first_event(path / "events.jsonl")
         return "scenario" if first and first.get("run_kind") == "run" else "demo"
     # Folders of runs are looked into one level deep (a deep tree of plain folders would
@@ -143,20 +145,31 @@ def run_entry(path: Path, rel: str, kind: str, now: float | None = None) -> Entr
     """A demo or scenario run: status and headline figures from summary/events."""
     now = time.time() if now is None else now
     modified = _mtime(path, "events.jsonl", "summary.json", "rounds.jsonl")
+    for name in ("summary.json", "verdict.json"):
+        problem = wrong_type(path / name)
+        if problem is not None:
+            raise ValueError(problem)
     summary = read_json(path / "summary.json")
     figures: dict[str, Any] = {}
     if summary is not None:
+        for name in ("config", "faults", "scenario"):  # objects the pages read into
+            json_object(summary.get(name), name)
         status = "stalled" if summary.get("liveness_lost") else "finished"
         if summary.get("safety_violated"):
             status = "safety violated"
+        accuracy = summary.get("final_accuracy")
+        faults = summary.get("faults")
+        faults = faults if isinstance(faults, dict) else {}
+        equivocations = faults.get("equivocations")
         figures = {
             "rounds_finalized": summary.get("rounds_finalized"),
             "rounds_requested": summary.get("rounds_requested"),
-            "final_accuracy": summary.get("final_accuracy"),
+            "final_accuracy": accuracy if isinstance(accuracy, int | float) else None,
             "total_gas": summary.get("total_gas"),
             "slashed": [
                 c.get("aggregator")
-                for c in (summary.get("faults") or {}).get("equivocations") or []
+                for c in (equivocations if isinstance(equivocations, list) else [])
+                if isinstance(c, dict)
             ],
         }
     else:
@@ -244,13 +257,26 @@ def scan_children(path: Path, rel: str, depth: int = 1) -> list[Entry]:
     """Entries for every showable sub-directory of ``path``, newest first."""
     out = []
     for child in _subdirs(path):
-        kind = classify(child)
-        if kind is None:
-            continue
         child_rel = f"{rel}/{child.name}" if rel else child.name
-        out.append(entry(child, child_rel, kind, depth - 1))
+        try:
+            kind = classify(child)
+            if kind is None:
+                continue
+            out.append(entry(child, child_rel, kind, depth - 1))
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            out.append(unreadable_entry(child, child_rel, exc))
     out.sort(key=lambda e: -e.modified)
     return out
+
+
+def why(exc: BaseException) -> str:
+    """Why a directory could not be shown (one short line)."""
+    return why_unreadable(exc)
+
+
+def unreadable_entry(path: Path, rel: str, exc: BaseException) -> Entry:
+    """A directory whose files are malformed: listed, with the reason, never an error."""
+    return Entry(rel, "unreadable", path.name, f"unreadable: {why(exc)}", _mtime(path))
 
 
 def scan(root: Path) -> list[Entry]:

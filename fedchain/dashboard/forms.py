@@ -1,12 +1,12 @@
 """Control-panel forms derived from the ``fedchain`` command line itself.
 
-:func:`command_forms` reads the argparse parser of ``fedchain`` (:func:`fedchain.cli.
+:func:`command_forms` reads the argparse parser of ``fedchain`` (:func:`fedchain.options.
 build_parser`) and describes each startable subcommand's options as form fields, grouped as
 ``--help`` groups them (name, option string, kind, choices, default, help text). A command
 added to the CLI later (``fedchain experiment``) gets its form without a change here.
 :func:`argv_from_form` turns submitted values back into an argument vector, accepting only
 the options the command has. Values stay text: the CLI's own parser and checks judge them
-(:func:`fedchain.cli.check_command`), so a bad value gets the CLI's one-line error.
+(:func:`fedchain.options.check_command`), so a bad value gets the CLI's one-line error.
 """
 
 from __future__ import annotations
@@ -16,10 +16,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fedchain.options.values import FUNDING_KEY_ENV, check_item
+
 #: Subcommands the control panel can start (those the parser has), in menu order.
 STARTABLE = ("demo", "run", "experiment")
 #: Options the panel does not offer: output formats for a terminal, and --help.
 HIDDEN_OPTIONS = frozenset({"--help", "--json", "--quiet"})
+#: Secret form fields and the environment variable each reaches the job in (never argv).
+SECRET_FIELDS = {"funding_key": FUNDING_KEY_ENV}
+#: The option whose command takes the secret field (where the form shows it).
+_SECRET_BESIDE = {"funding_key": "--funding-key-file"}
 
 
 @dataclass
@@ -28,7 +34,7 @@ class Field:
 
     dest: str
     option: str | None  # None for a positional
-    kind: str  # text | choice | flag | list (repeatable or several values)
+    kind: str  # text | choice | flag | list (repeatable or several values) | secret
     help: str
     default: str | None = None
     choices: list[str] = field(default_factory=list)
@@ -91,11 +97,29 @@ def command_forms(parser: argparse.ArgumentParser) -> dict[str, dict[str, Any]]:
         groups = []
         for group in sub._action_groups:
             fields = [f for a in group._group_actions if (f := _field(a)) is not None]
+            fields += _secret_fields(fields)
             if fields:
                 title = "arguments" if group.title == "positional arguments" else group.title
                 groups.append(asdict(Group(title or "options", fields)))
         out[name] = {"description": sub.description or "", "groups": groups}
     return out
+
+
+def _secret_fields(fields: list[Field]) -> list[Field]:
+    """The password fields that go beside a group's key-file option."""
+    options = {f.option for f in fields}
+    return [
+        Field(
+            dest=dest,
+            option=None,
+            kind="secret",
+            help="private key that funds the run's accounts on --rpc-url: the process gets "
+            f"it in its environment (${FUNDING_KEY_ENV}), never on its command line; it is "
+            "redacted from the job's log and never shown",
+        )
+        for dest, beside in _SECRET_BESIDE.items()
+        if beside in options
+    ]
 
 
 def argv_from_form(
@@ -105,9 +129,13 @@ def argv_from_form(
 ) -> list[str]:
     """``[command, ...]`` from submitted field values keyed by ``dest``.
 
-    Empty values are left out (the CLI's default applies). A ``list`` field takes several
-    whitespace-separated values (a repeatable option is repeated); a ``flag`` is given when
-    true. Raises ``KeyError`` naming a field the command does not have.
+    Empty values are left out (the CLI's default applies). A ``list`` field takes a JSON
+    list (each element one argument, kept whole: a path with a space stays one path) or
+    text split on whitespace (a repeatable option is repeated); an element starting with
+    ``-`` is refused (``ConfigError``: it would read as an option). An option's value is
+    passed as ``--option=VALUE``, so no value can become an option. A ``flag`` is given
+    when true; ``secret`` fields are not arguments (:data:`SECRET_FIELDS`). Raises
+    ``KeyError`` naming a field the command does not have.
     """
     forms = command_forms(parser)
     if command not in forms:
@@ -122,26 +150,40 @@ def argv_from_form(
         value = values.get(dest)
         if value is None or value is False or value == "" or value == []:
             continue
+        if f["kind"] == "secret":
+            continue
         if f["kind"] == "flag":
             if value is True or str(value).lower() in ("1", "true", "on", "yes"):
                 options.append(f["option"])
             continue
-        items = _items(value) if f["kind"] == "list" else [str(value).strip()]
-        if f["option"] is None:
-            positional += items
-        elif f["kind"] == "list" and _repeatable(parser, command, dest):
-            for item in items:
-                options += [f["option"], item]
+        label = f["option"] or dest
+        if f["kind"] == "list":
+            items = [check_item(label, item) for item in _items(value)]
         else:
+            items = [str(value).strip()]
+            if "\0" in items[0]:
+                check_item(label, items[0])
+        if f["option"] is None:
+            positional += [check_item(label, item) for item in items]
+        elif f["kind"] == "list" and _repeatable(parser, command, dest):
+            options += [f"{f['option']}={item}" for item in items]
+        elif f["kind"] == "list":
             options += [f["option"], *items]
+        else:
+            options += [f"{f['option']}={items[0]}"]
     return [command, *positional, *options]
 
 
 def _items(value: Any) -> list[str]:
+    """A list field's arguments: each element of a JSON list whole (blank ones dropped),
+    or text split on whitespace."""
     if isinstance(value, Sequence) and not isinstance(value, str):
         out: list[str] = []
         for v in value:
-            out += _items(v)
+            if isinstance(v, Sequence) and not isinstance(v, str):
+                out += _items(v)
+            elif str(v).strip():
+                out.append(str(v).strip())
         return out
     return [p for p in str(value).split() if p]
 

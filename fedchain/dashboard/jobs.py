@@ -3,7 +3,7 @@
 A :class:`Job` is one ``python -m fedchain.cli COMMAND ...`` process in its own process
 group (so stopping it also stops whatever it started, e.g. a local Ray instance), its
 output in ``RUNS/.dashboard/jobs/ID.log``. :class:`JobManager` refuses bad input with the
-CLI's own one-line error before starting anything (:func:`fedchain.cli.check_command`),
+CLI's own one-line error before starting anything (:func:`fedchain.options.check_command`),
 limits how many jobs run at once, stops a job by PID on request (SIGTERM to the group, then
 SIGKILL after a grace period), stops every job past its time limit, and stops them all when
 the dashboard stops. Processes get SIGTERM if the dashboard dies without cleaning up
@@ -16,6 +16,7 @@ import contextlib
 import itertools
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -46,6 +47,14 @@ class Job:
     returncode: int | None = None
     ended: float | None = None
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    #: Values redacted from everything shown (the secrets the job got in its environment).
+    secrets: list[str] = field(default_factory=list, repr=False)
+
+    def redact(self, text: str) -> str:
+        for secret in self.secrets:
+            if secret:
+                text = text.replace(secret, "[redacted]")
+        return text
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
         try:
@@ -53,7 +62,7 @@ class Job:
         except OSError:
             return []
         # A progress line rewritten with "\r" shows its last state.
-        out = [ln.rsplit("\r", 1)[-1] for ln in text.splitlines()]
+        out = [self.redact(ln.rsplit("\r", 1)[-1]) for ln in text.splitlines()]
         return [ln for ln in out if ln.strip()][-lines:]
 
     def run_dirs(self) -> list[str]:
@@ -66,6 +75,7 @@ class Job:
             text = self.log_path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             return out
+        text = self.redact(text)
         return out + [m.group(1).strip() for ln in text.splitlines() if (m := _RUN_DIR.search(ln))]
 
     def error(self) -> str | None:
@@ -78,8 +88,8 @@ class Job:
     def as_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
-            "argv": self.argv,
-            "command": "fedchain " + " ".join(self.argv),
+            "argv": [self.redact(a) for a in self.argv],
+            "command": self.redact(command_line(self.argv)),
             "pid": self.pid,
             "started": self.started,
             "ended": self.ended,
@@ -90,6 +100,11 @@ class Job:
             "run_dirs": self.run_dirs(),
             "log": self.log_tail(),
         }
+
+
+def command_line(argv: list[str]) -> str:
+    """``fedchain ARGV`` as a shell would need it (quoted: safe to paste)."""
+    return shlex.join(["fedchain", *argv])
 
 
 class JobError(Exception):
@@ -125,15 +140,20 @@ class JobManager:
     def running(self) -> list[Job]:
         return [j for j in self.jobs.values() if j.state == "running"]
 
-    def start(self, argv: list[str], *, checked: bool = False) -> Job:
-        """Check ``argv`` as the CLI would (unless ``checked``), then start it.
+    def start(
+        self, argv: list[str], *, checked: bool = False, env: dict[str, str] | None = None
+    ) -> Job:
+        """Check ``argv`` as the CLI would (unless ``checked``), then start it; ``env`` adds
+        environment variables (secrets: never on the command line, redacted from the log
+        tail, the job's record and its errors).
 
         Raises ``JobError`` with the CLI's one-line error for bad input.
         """
+        extra = dict(env or {})
         if not checked:
-            from fedchain.cli import check_command
+            from fedchain.options import check_command
 
-            problem = check_command(argv)
+            problem = check_command(argv, {**os.environ, **extra})
             if problem is not None:
                 raise JobError(problem)
         self.poll()
@@ -142,13 +162,14 @@ class JobManager:
                 f"{len(self.running())} processes already running (the limit is --max-jobs "
                 f"{self.max_jobs}): stop one first"
             )
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         job_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{next(self._ids)}"
         log_path = self.log_dir / f"{job_id}.log"
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        environ = dict(os.environ, PYTHONUNBUFFERED="1", **extra)
         command = [*_pdeathsig_prefix(), self.python, "-m", "fedchain.cli", *argv]
-        with log_path.open("ab") as log:
-            log.write(f"$ fedchain {' '.join(argv)}\n".encode())
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "ab") as log:
+            log.write(f"$ {command_line(argv)}\n".encode())
             log.flush()
             # Popen from the event loop's thread: pdeathsig follows the thread that forked.
             proc = subprocess.Popen(
@@ -157,11 +178,20 @@ class JobManager:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.cwd,
-                env=env,
+                env=environ,
                 start_new_session=True,
             )
         now = time.time()
-        job = Job(job_id, list(argv), proc.pid, now, now + self.timeout, log_path, proc=proc)
+        job = Job(
+            job_id,
+            list(argv),
+            proc.pid,
+            now,
+            now + self.timeout,
+            log_path,
+            proc=proc,
+            secrets=[v for v in extra.values() if v],
+        )
         self.jobs[job_id] = job
         return job
 

@@ -42,6 +42,8 @@ class Page:
 
     def __init__(self) -> None:
         self.version = 0
+        #: Why the page's files could not be read (shown instead of the panels), or None.
+        self.problem: str | None = None
         self._rendered: tuple[int, dict[str, str]] | None = None
         self._last_refresh = 0.0
 
@@ -50,7 +52,12 @@ class Page:
         if now - self._last_refresh < self.min_interval and self._rendered is not None:
             return False
         self._last_refresh = now
-        changed = self._refresh()
+        try:
+            changed = self._refresh()
+        except Exception as exc:  # a malformed file: the page says why, the server goes on
+            problem = discovery.why(exc)
+            changed = problem != self.problem
+            self.problem = problem
         if changed:
             self.version += 1
         return changed
@@ -62,6 +69,19 @@ class Page:
         if self._rendered is None or self._rendered[0] != self.version:
             self._rendered = (self.version, self._render())
         return self._rendered[1]
+
+    def safe_panels(self) -> dict[str, str]:
+        """:meth:`panels`, or one panel saying why the directory is unreadable (a malformed
+        file in a run directory never takes the page down)."""
+        if self.problem is not None:
+            return {"unreadable": views_macro("unreadable", self.title, self.problem)}
+        try:
+            return self.panels()
+        except Exception as exc:  # any malformed input: shown, never a 500
+            return unreadable_panels(self.title, exc)
+
+    def activate(self) -> None:
+        """Let the page start what it follows with (a same-origin page or stream asked)."""
 
     def _render(self) -> dict[str, str]:
         raise NotImplementedError
@@ -77,10 +97,10 @@ class Page:
 class RunPage(Page):
     """A demo or scenario run: the live view of :func:`render.run_panels`."""
 
-    def __init__(self, path: Path, rel: str) -> None:
+    def __init__(self, path: Path, rel: str, root: Path | None = None) -> None:
         super().__init__()
         self.rel = rel
-        self.source = RunSource(path)
+        self.source = RunSource(path, root)
         self.title = path.name
 
     def _refresh(self) -> bool:
@@ -90,6 +110,8 @@ class RunPage(Page):
         return self.source.view.snapshot()
 
     def _render(self) -> dict[str, str]:
+        if self.source.problem is not None:
+            return {"unreadable": views_macro("unreadable", self.title, self.source.problem)}
         return render.run_panels(self.snapshot(), self.rel, now=time.time())
 
     def stream_info(self) -> dict[str, Any]:
@@ -106,11 +128,16 @@ class TestnetPage(Page):
         super().__init__()
         self.rel = rel
         self.interactive = interactive
-        self.source = TestnetSource(path)
+        # No chain-reading thread or evaluation workers until a same-origin page or stream
+        # asks (activate): a GET another site's page made never starts work.
+        self.source = TestnetSource(path, watch=False)
         self.title = f"testnet {path.name}"
 
     def _refresh(self) -> bool:
         return self.source.refresh()
+
+    def activate(self) -> None:
+        self.source.may_watch = True
 
     def close(self) -> None:
         self.source.close()
@@ -344,7 +371,8 @@ class ExperimentPage(Page):
     def image_src(self, png: Path) -> str:
         if self.inline_images:
             return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()
-        return f"/file/{self.rel}/{png.resolve().relative_to(self.path.resolve()).as_posix()}"
+        inner = png.resolve().relative_to(self.path.resolve()).as_posix()
+        return "/file/" + render.url_path(f"{self.rel}/{inner}")
 
     def summary_image(self, src: str) -> str | None:
         """The URL of an image ``summary.md`` links relatively (a PNG inside this
@@ -397,6 +425,27 @@ def _stat(path: Path) -> tuple[int, int]:
     return (st.st_size, st.st_mtime_ns)
 
 
+class UnreadablePage(Page):
+    """A directory whose files could not even be opened as a page (a malformed
+    ``testnet.json``, say): one panel saying why."""
+
+    def __init__(self, path: Path, exc: BaseException) -> None:
+        super().__init__()
+        self.title = path.name
+        self.problem = discovery.why(exc)
+
+    def _refresh(self) -> bool:
+        return False
+
+    def _render(self) -> dict[str, str]:
+        return {"unreadable": views_macro("unreadable", self.title, self.problem or "")}
+
+
+def unreadable_panels(title: str, exc: BaseException) -> dict[str, str]:
+    """The one panel of a page whose files are malformed: ``unreadable: why``."""
+    return {"unreadable": views_macro("unreadable", title, discovery.why(exc))}
+
+
 def open_page(root: Path, rel: str) -> Page:
     """The page of ``root/rel`` by its kind (``ConfigError`` if there is nothing to show)."""
 
@@ -404,9 +453,18 @@ def open_page(root: Path, rel: str) -> Page:
     rel = path.relative_to(root.resolve()).as_posix() if path != root.resolve() else ""
     if not rel:
         return IndexPage(root)
+    try:
+        return _open(root, path, rel)
+    except ConfigError:
+        raise  # nothing to show there: 404
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        return UnreadablePage(path, exc)
+
+
+def _open(root: Path, path: Path, rel: str) -> Page:
     kind = discovery.classify(path)
     if kind in ("demo", "scenario"):
-        return RunPage(path, rel)
+        return RunPage(path, rel, root)
     if kind == "testnet":
         return TestnetPage(path, rel)
     if kind == "experiment":

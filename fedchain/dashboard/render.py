@@ -92,6 +92,14 @@ def details(event: Mapping[str, Any]) -> str:
 
 
 @functools.cache
+def url_path(rel: Any) -> str:
+    """A path under the runs root as it goes into a URL: every component percent-encoded
+    (``#``, ``?``, ``%`` and spaces in a run's name), the ``/`` between them kept."""
+    from urllib.parse import quote
+
+    return quote(str(rel), safe="/")
+
+
 def environment() -> jinja2.Environment:
     """The package's template environment (autoescaping, strict undefined off)."""
     env = jinja2.Environment(
@@ -100,6 +108,7 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters["urlpath"] = url_path
     env.globals.update(
         phase_label=phase_label,
         num=num,

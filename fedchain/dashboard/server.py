@@ -71,6 +71,7 @@ def serve(
     job_timeout: float = 3600.0,
     max_jobs: int = 2,
     default_port: int = 8765,
+    max_streams: int = 32,
 ) -> int:
     """Run the dashboard until interrupted (or ``max_seconds``); the exit status."""
     import uvicorn
@@ -86,6 +87,8 @@ def serve(
         raise ConfigError(f"--job-timeout {job_timeout}: must be positive")
     if max_jobs < 1:
         raise ConfigError(f"--max-jobs {max_jobs}: must be at least 1")
+    if not 1 <= max_streams <= 1024:
+        raise ConfigError(f"--max-streams {max_streams}: must be in 1..1024")
     try:
         runs.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -98,6 +101,8 @@ def serve(
         job_timeout=job_timeout,
         max_jobs=max_jobs,
         scenarios_dir=SCENARIOS_DIR if SCENARIOS_DIR.is_dir() else None,
+        host=host,
+        max_streams=max_streams,
     )
     config = uvicorn.Config(
         app,

@@ -30,6 +30,8 @@ class LineTail:
     def read(self, limit: int = 8 << 20) -> list[dict[str, Any]]:
         """New complete lines as dicts (non-JSON lines are skipped), at most ``limit`` bytes."""
         self.restarted = False
+        if not inside(self.path, self.path.parent):
+            return []
         try:
             st = self.path.stat()
         except OSError:
@@ -69,12 +71,42 @@ def _stamp(path: Path) -> tuple[int, int] | None:
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
-    """A JSON object file, or None if missing, unreadable or half-written."""
+    """A JSON object file, or None if missing, unreadable, half-written, or a symlink that
+    leads out of its own directory (a run's files are its own: the listing and the pages
+    never read a file elsewhere through a planted link)."""
+    if not inside(path, path.parent):
+        return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def wrong_type(path: Path) -> str | None:
+    """Why ``path`` is valid JSON that is not an object (None if it is an object, missing,
+    unreadable or half-written: those a reader waits out)."""
+    if not inside(path, path.parent):
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if isinstance(data, dict):
+        return None
+    return f"{path.name} holds a JSON {type(data).__name__}, not an object"
+
+
+def inside(path: Path, root: Path | None) -> bool:
+    """Does ``path`` (symlinks resolved) stay inside ``root`` (None: no root to keep to)?"""
+    if root is None:
+        return True
+    try:
+        target = path.resolve()
+        base = root.resolve()
+    except OSError:
+        return False
+    return target == base or base in target.parents
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -87,17 +119,23 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 class RunSource:
-    """A run directory followed into a :class:`RunView` (``version`` counts changes)."""
+    """A run directory followed into a :class:`RunView` (``version`` counts changes).
 
-    def __init__(self, path: Path) -> None:
+    With a ``root`` (the dashboard's runs directory), a file that resolves outside it (a
+    symlinked ``summary.json``) is not read, as ``/file/`` would not serve it. ``problem``
+    says why the directory is unreadable (a file of the wrong type), else None."""
+
+    def __init__(self, path: Path, root: Path | None = None) -> None:
         self.path = path
+        self.root = root
+        self.problem: str | None = None
         self.events = LineTail(path / "events.jsonl")
         self.view = RunView()
         self.version = 0
         self._stamps: dict[str, tuple[int, int] | None] = {}
 
     def _changed(self, name: str) -> bool:
-        stamp = _stamp(self.path / name)
+        stamp = _stamp(self.path / name) if inside(self.path / name, self.root) else None
         if self._stamps.get(name, (-1, -1)) == stamp:
             return False
         self._stamps[name] = stamp
@@ -106,6 +144,8 @@ class RunSource:
     def refresh(self) -> bool:
         """Read what changed since the last call; True if the view changed."""
         changed = False
+        if not inside(self.events.path, self.root):
+            return False
         while batch := self.events.read():
             if self.events.restarted:  # the run directory was rewritten: start over
                 self.view = RunView()
@@ -116,9 +156,16 @@ class RunSource:
             self.view.merge_records(read_jsonl(self.path / "rounds.jsonl"))
             changed = True
         if self._changed("summary.json") | self._changed("verdict.json"):
+            names = ("summary.json", "verdict.json")
+            problems = [p for n in names if (p := wrong_type(self.path / n))]
+            changed |= (problems[0] if problems else None) != self.problem
+            self.problem = problems[0] if problems else None
             summary = read_json(self.path / "summary.json")
-            if summary is not None:
-                self.view.merge_summary(summary, read_json(self.path / "verdict.json"))
+            if summary is not None and self.problem is None:
+                verdict = read_json(self.path / "verdict.json")
+                if not inside(self.path / "verdict.json", self.root):
+                    verdict = None
+                self.view.merge_summary(summary, verdict)
                 changed = True
         if changed:
             self.version += 1

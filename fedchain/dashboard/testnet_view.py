@@ -529,8 +529,10 @@ class TestnetSource:
     waiting for JSON-RPC calls.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, watch: bool = True) -> None:
         self.path = path
+        #: May :meth:`refresh` start the chain thread (and with it the evaluation worker)?
+        self.may_watch = watch
         self.spec = read_json(path / "testnet.json") or {}
         self.mapper = NodeLogMapper(self.spec)
         self.view = RunView()
@@ -596,7 +598,7 @@ class TestnetSource:
 
     def refresh(self) -> bool:
         """Read new log lines and what the chain thread found; True if the page changed."""
-        if self._thread is None and self.spec.get("task"):
+        if self._thread is None and self.may_watch and self.spec.get("task"):
             self._thread = threading.Thread(
                 target=self._watch_chain, name="fedchain-chain-watch", daemon=True
             )

@@ -292,6 +292,16 @@ def check_run(spec: ExperimentSpec, jobs: int) -> None:
     validate_spec(spec)
     if jobs < 1:
         raise ConfigError(f"--jobs {jobs!r}: must be at least 1")
+    if jobs > max_jobs():
+        raise ConfigError(
+            f"--jobs {jobs!r}: at most {max_jobs()} (4 per core of this machine): each is a "
+            "worker process, and more than the cores only adds contention"
+        )
+
+
+def max_jobs() -> int:
+    """The most worker processes ``--jobs`` may ask for: four per core."""
+    return 4 * (os.cpu_count() or 1)
 
 
 def run_experiment(

@@ -34,6 +34,16 @@ def _spec_path(directory: Path) -> Path:
     return directory / SPEC_FILE
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write ``path`` readable and writable by its owner only (mode 0600, also when it
+    existed with a wider mode): ``testnet.json`` holds every node's account key and the HE
+    key holder's Paillier secret."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        os.fchmod(fh.fileno(), 0o600)
+        fh.write(text)
+
+
 def load_spec(directory: str | Path) -> dict[str, Any]:
     path = _spec_path(Path(directory))
     if not path.exists():
@@ -144,7 +154,7 @@ def up(
         "block_time": block_time,
         "services": services,
     }
-    _spec_path(directory).write_text(json.dumps(spec, indent=2))  # so 'down' can find it
+    write_private(_spec_path(directory), json.dumps(spec, indent=2))  # so 'down' can find it
     try:
         if use_ipfs:
             ipfs = IpfsService(directory / "ipfs")
@@ -161,7 +171,7 @@ def up(
             spec["store_dir"] = str(directory / "store")
             store = spec["store_dir"]
         spec["services"] = services
-        _spec_path(directory).write_text(json.dumps(spec, indent=2))
+        write_private(_spec_path(directory), json.dumps(spec, indent=2))
         run_cfg = DemoConfig(
             **{
                 **asdict(cfg),
@@ -230,7 +240,7 @@ def up(
             from fedchain.testnet.netem import start_pbft_proxies
 
             start_pbft_proxies(spec, directory / "netem", pbft_netem, cfg.seed, max_seconds)
-        _spec_path(directory).write_text(json.dumps(spec, indent=2))
+        write_private(_spec_path(directory), json.dumps(spec, indent=2))
         for node in nodes:
             start_node(directory, str(node["name"]), max_seconds=max_seconds)
         _start_task(demo, spec, max_seconds)
@@ -297,7 +307,7 @@ def restart_chain(directory: Path, downtime: float = 0.0) -> dict[str, Any]:
     anvil.start()
     service["pid"] = anvil.pid
     anvil.detach()
-    _spec_path(directory).write_text(json.dumps(spec, indent=2))
+    write_private(_spec_path(directory), json.dumps(spec, indent=2))
     return spec
 
 

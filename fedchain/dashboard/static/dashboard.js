@@ -34,18 +34,42 @@
     relativeTimes();
   }
 
+  // The browser retries a dropped stream by itself, but gives up for good after a failed
+  // reconnect (an HTTP error such as 500 or 503, or a wrong content type): then this page
+  // reconnects itself, waiting 1, 2, 4 ... up to 30 s between attempts, forever.
+  const RETRY_MIN_MS = 1000, RETRY_MAX_MS = 30000;
+  let retryMs = RETRY_MIN_MS;
+  window.__fedchain.reconnects = 0;
+
   function connect(url) {
     const source = new EventSource(url);
     source.addEventListener("panels", function (e) { applyPanels(JSON.parse(e.data)); });
     source.onopen = function () {
+      retryMs = RETRY_MIN_MS;
       if (conn) { conn.textContent = "● live"; conn.className = "conn live"; }
     };
     source.onerror = function () {
       if (conn) { conn.textContent = "○ reconnecting…"; conn.className = "conn down"; }
+      if (source.readyState !== EventSource.CLOSED) return;  // the browser retries itself
+      source.close();
+      const wait = retryMs;
+      retryMs = Math.min(RETRY_MAX_MS, retryMs * 2);
+      if (conn) conn.textContent = "○ reconnecting in " + Math.round(wait / 1000) + " s…";
+      setTimeout(function () { window.__fedchain.reconnects += 1; connect(url); }, wait);
     };
   }
 
-  async function post(url, payload) {
+  // A list typed into a text box: whitespace-separated, "double" or 'single' quotes keep a
+  // value with spaces whole. The server gets a JSON list and never splits its elements.
+  function words(text) {
+    const out = [];
+    const re = /"([^"]*)"|'([^']*)'|(\S+)/g;
+    let m;
+    while ((m = re.exec(text)) !== null) out.push(m[1] !== undefined ? m[1] : m[2] !== undefined ? m[2] : m[3]);
+    return out.filter(function (v) { return v !== ""; });
+  }
+
+    async function post(url, payload) {
     const resp = await fetch(url, {
       method: "POST",
       headers: { "Content-Type": "application/json", "X-Fedchain-Dashboard": "1" },
@@ -95,6 +119,7 @@
       let value;
       if (el.type === "checkbox") value = el.checked;
       else if (el.multiple) value = Array.from(el.selectedOptions).map(function (o) { return o.value; });
+      else if (el.dataset.list) value = words(el.value);
       else value = el.value;
       if (values[el.name] === undefined) values[el.name] = value;
       else values[el.name] = [].concat(values[el.name], value);  // scenarios: list + paths

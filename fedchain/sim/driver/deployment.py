@@ -174,7 +174,7 @@ def open_chain(cfg: DemoConfig, num_accounts: int) -> Chain:
     try:
         Account.from_key(key)
     except (ValueError, TypeError) as exc:  # never echo a key, not even a malformed one
-        raise ConfigError("--funding-key: not a valid secp256k1 private key") from exc
+        raise ConfigError("the funding key: not a valid secp256k1 private key") from exc
     try:
         return Chain.connect(cfg.rpc_url, funding_key=key, num_accounts=num_accounts, seed=cfg.seed)
     except ChainError as exc:

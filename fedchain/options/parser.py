@@ -1,18 +1,13 @@
-"""The ``fedchain`` command line."""
+"""The ``fedchain`` argument parser: every command's options, their help and defaults.
+
+One parser serves the command line (:mod:`fedchain.cli`), the control panel's forms and its
+pre-flight checks (:mod:`fedchain.dashboard`), so both read the same options.
+"""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
-import json
-import sys
-import threading
-from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any, NoReturn
-
-from protocol.errors import ConfigError, FedchainError
 
 DEMO_EPILOG = """\
 examples:
@@ -328,8 +323,15 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--funding-key",
         default=None,
-        help="private key that funds the run's accounts on --rpc-url (default: "
-        "anvil's first dev key)",
+        help=argparse.SUPPRESS,  # refused with the reason: argv is visible to every user
+    )
+    g.add_argument(
+        "--funding-key-file",
+        default=None,
+        metavar="FILE",
+        help="a file (mode 0600) holding the private key that funds the run's accounts on "
+        "--rpc-url (default: $FEDCHAIN_FUNDING_KEY, else anvil's first dev key); a key is "
+        "never taken on the command line",
     )
     g.add_argument(
         "--store",
@@ -376,465 +378,6 @@ def _add_engine_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """The engine options given on the command line (--ray-address implies --engine ray)."""
-    out: dict[str, Any] = {}
-    engine = getattr(args, "engine", None)
-    if engine is None and getattr(args, "ray_address", None) is not None:
-        engine = "ray"
-    if engine is not None:
-        out["engine"] = engine
-    for key in ("ray_address", "ray_cpus", "update_batch"):
-        if getattr(args, key, None) is not None:
-            out[key] = getattr(args, key)
-    return out
-
-
-def _demo_config(args: argparse.Namespace) -> Any:
-    from fedchain.sim.runner import DemoConfig
-
-    return DemoConfig(
-        clients=args.clients,
-        aggregators=args.aggregators,
-        rounds=args.rounds,
-        dataset=args.dataset,
-        partition=args.partition,
-        alpha=args.alpha,
-        model=args.model,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        momentum=args.momentum,
-        prox_mu=args.prox_mu,
-        rule=args.rule,
-        rule_params=dict(args.rule_param),
-        frac_bits=args.frac_bits,
-        clip=args.clip,
-        min_updates=args.min_updates,
-        collect_window=args.collect_window,
-        submit_timeout=args.submit_timeout,
-        challenge_window=args.challenge_window,
-        attest_window=args.attest_window,
-        dispute_timeout=args.dispute_timeout,
-        rotation=args.rotation,
-        seed=args.seed,
-        out=args.out,
-        name=args.name,
-        rpc_url=args.rpc_url,
-        funding_key=args.funding_key,
-        store=args.store,
-        data_path=args.data_path,
-        privacy=args.privacy,
-        dp_mechanism=args.dp_mechanism,
-        target_epsilon=args.target_epsilon,
-        target_delta=args.target_delta,
-        noise_multiplier=args.noise_multiplier,
-        clip_norm=args.clip_norm,
-        sample_rate=args.sample_rate,
-        budget_policy=args.budget_policy,
-        adaptive_clip=args.adaptive_clip,
-        clip_quantile=args.clip_quantile,
-        clip_learning_rate=args.clip_learning_rate,
-        clip_bit_epsilon=args.clip_bit_epsilon,
-        dropout_fraction=args.dropout_fraction,
-        ddp_scale=args.ddp_scale,
-        he_key_bits=args.he_key_bits,
-        reveal_window=args.reveal_window,
-        **_engine_overrides(args),
-    )
-
-
-@contextlib.contextmanager
-def _backends(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
-    """With --backend real: a throw-away anvil and IPFS daemon for this command."""
-    if getattr(args, "backend", "embedded") != "real":
-        yield {}
-        return
-    import tempfile
-    from pathlib import Path
-
-    from adapters.services import AnvilService, IpfsService
-
-    with (
-        tempfile.TemporaryDirectory(prefix="fedchain-backends-") as tmp,
-        AnvilService(Path(tmp) / "anvil", die_with_parent=True) as anvil,
-        IpfsService(Path(tmp) / "ipfs", die_with_parent=True) as ipfs,
-    ):
-        yield {
-            "rpc_url": anvil.url,
-            "funding_key": anvil.funding_key,
-            "store": "ipfs:" + ipfs.api_multiaddr,
-        }
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from fedchain.sim.runner import run_demo
-    from protocol.metrics import Progress
-
-    with _backends(args) as backends:
-        cfg = replace(_demo_config(args), **backends)
-        result = run_demo(cfg, Progress(quiet=args.quiet))
-    if args.json:
-        print(json.dumps(result.summary, indent=2))
-    return 0 if _run_ok(result.summary) else 1
-
-
-def _run_ok(summary: dict[str, Any]) -> bool:
-    """Every round finalized, or every round the privacy budget afforded (a clean stop)."""
-    if summary["all_rounds_finalized"]:
-        return True
-    privacy = summary.get("privacy", {})
-    return bool(privacy.get("budget_exhausted")) and not summary["liveness_lost"]
-
-
-def preflight_demo(args: argparse.Namespace) -> None:
-    """What ``fedchain demo`` refuses before any work (the run configuration's checks)."""
-    _demo_config(args).validate()
-
-
-def preflight_run(args: argparse.Namespace) -> None:
-    """What ``fedchain run`` refuses before any work (every scenario file, validated)."""
-    from fedchain.sim.scenario import load_scenario
-
-    for path in args.scenarios:
-        load_scenario(path)
-
-
-def experiment_spec(args: argparse.Namespace) -> Any:
-    """The grid ``fedchain experiment`` would run (a builtin or a TOML file, --quick and
-    --seeds applied); ``ConfigError`` naming the bad value."""
-    from dataclasses import replace
-
-    from fedchain.experiments.builtin import BUILTINS, builtin
-    from fedchain.experiments.grid import load_grid, parse_seeds
-
-    target = args.experiment
-    if target in BUILTINS:
-        spec = builtin(target, quick=args.quick)
-    elif target.endswith(".toml") or Path(target).exists():
-        if args.quick:
-            raise ConfigError(f"--quick: only for the builtin experiments {sorted(BUILTINS)}")
-        spec = load_grid(target)
-    else:
-        raise ConfigError(
-            f"experiment {target!r}: neither a builtin ({', '.join(BUILTINS)}) nor a .toml file"
-        )
-    if args.seeds is not None:
-        spec = replace(spec, seeds=parse_seeds(args.seeds))
-    return spec
-
-
-def experiment_out(args: argparse.Namespace, spec: Any, runs: str | Path = "runs") -> str:
-    """The experiment's run directory: ``--out``, else ``RUNS/experiments/NAME[-quick]``."""
-    if args.out:
-        return str(args.out)
-    return str(Path(runs) / "experiments" / (spec.name + ("-quick" if args.quick else "")))
-
-
-def preflight_experiment(args: argparse.Namespace) -> None:
-    """What ``fedchain experiment`` refuses before any work: the grid (every cell's values),
-    --seeds and --jobs."""
-    from fedchain.experiments.execute import check_run
-
-    check_run(experiment_spec(args), args.jobs)
-
-
-def cmd_experiment(args: argparse.Namespace) -> int:
-    from fedchain.experiments.execute import run_experiment
-    from protocol.metrics import Progress
-
-    spec = experiment_spec(args)
-    out = experiment_out(args, spec)
-    result = run_experiment(
-        spec,
-        out,
-        jobs=args.jobs,
-        progress=Progress(quiet=args.quiet),
-        command=["fedchain", "experiment", *sys.argv[2:]],
-        quick=args.quick,
-        report_only=args.report_only,
-    )
-    if args.json:
-        from fedchain.experiments.stats import describe, group_rows
-
-        cells = []
-        for key, members in group_rows(result.rows, ["cell_id"]).items():
-            first = members[0]
-            stats = {}
-            for metric, value in first.items():
-                if (
-                    isinstance(value, int | float)
-                    and not isinstance(value, bool)
-                    and metric not in ("seed",)
-                    and metric not in spec.fixed
-                    and metric not in spec.axes
-                ):
-                    st = describe(m.get(metric) for m in members)
-                    stats[metric] = {"mean": st.mean, "std": st.std, "ci95": st.ci95, "n": st.n}
-            cells.append(
-                {
-                    "cell_id": key[0],
-                    "axes": {a: first.get(a) for a in spec.axes},
-                    "seeds": sorted(m["seed"] for m in members),
-                    "metrics": stats,
-                }
-            )
-        print(
-            json.dumps(
-                {
-                    "experiment": spec.name,
-                    "directory": str(result.directory),
-                    "status": result.status,
-                    "units_run": result.ran,
-                    "units_reused": result.reused,
-                    "wall_seconds": round(result.wall_seconds, 3),
-                    "cells": cells,
-                },
-                indent=2,
-                default=str,
-            )
-        )
-    if args.report_only:
-        return 0
-    return 0 if result.status == "finished" else 130
-
-
-def cmd_status(args: argparse.Namespace) -> int:
-    from fedchain.report.status import format_status, task_status
-
-    status = task_status(args.rpc_url, args.task)
-    print(json.dumps(status, indent=2) if args.json else format_status(status))
-    return 0
-
-
-def cmd_rules(args: argparse.Namespace) -> int:
-    from aggregators.registry import available_rules, get_rule_class
-
-    rows: list[dict[str, Any]] = []
-    for name in available_rules():
-        cls = get_rule_class(name)
-        rows.append(
-            {
-                "rule": name,
-                "summary": cls.summary,
-                "stateful": cls.stateful,
-                "params": [
-                    {
-                        "name": s.name,
-                        "type": s.kind.__name__,
-                        "required": s.required,
-                        "default": s.default,
-                        "doc": s.doc,
-                    }
-                    for s in cls.param_specs
-                ],
-            }
-        )
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    for row in rows:
-        print(f"{row['rule']}: {row['summary']}")
-        for prm in row["params"]:
-            dflt = "required" if prm["required"] else f"default {prm['default']}"
-            print(f"    {prm['name']} ({prm['type']}, {dflt}) {prm['doc']}")
-    return 0
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from fedchain.sim.runner import run_scenario
-    from fedchain.sim.scenario import check_expectations, load_scenario, outcome_of
-    from protocol.metrics import Progress
-
-    scenarios = [load_scenario(path) for path in args.scenarios]  # all validated up front
-    progress = Progress(quiet=args.quiet)
-    results = []
-    failed = False
-    honest_cache: dict[str, dict[str, Any]] = {}
-    stack = contextlib.ExitStack()
-    backends = stack.enter_context(_backends(args))
-    for scenario in scenarios:
-        scenario.config = replace(
-            scenario.config, out=args.out, **backends, **_engine_overrides(args)
-        )
-        if args.seed is not None:
-            scenario.config = replace(scenario.config, seed=args.seed)
-        result = run_scenario(scenario, progress)
-        honest = None
-        if args.compare_honest or scenario.expect.get("identical_to_honest"):
-            twin = scenario.honest_twin()
-            key = json.dumps(
-                {
-                    "config": {k: v for k, v in vars(twin.config).items() if k != "name"},
-                    "clients": twin.describe()["clients"],
-                },
-                sort_keys=True,
-            )
-            if key not in honest_cache:
-                honest_cache[key] = run_scenario(twin, Progress(quiet=True)).summary
-            honest = honest_cache[key]
-        problems = check_expectations(scenario, result.summary, honest)
-        entry = {
-            "scenario": scenario.source,
-            "run_dir": str(result.run_dir),
-            "outcome": outcome_of(result.summary),
-            "expected": scenario.expect.get("outcome"),
-            "identical_to_honest": None
-            if honest is None
-            else result.summary["final_model_digest"] == honest["final_model_digest"],
-            "faults": {k: v for k, v in result.summary["faults"].items() if k != "crashes"},
-            "problems": problems,
-        }
-        (result.run_dir / "verdict.json").write_text(json.dumps(entry, indent=2) + "\n")
-        results.append(entry)
-        if problems:
-            failed = True
-            progress.line(f"EXPECTATION NOT MET for {scenario.source}: {'; '.join(problems)}")
-        elif honest is not None:
-            progress.line(
-                "final model byte-identical to the honest-aggregator twin: "
-                + ("yes" if entry["identical_to_honest"] else "NO")
-            )
-    stack.close()
-    if args.json:
-        print(json.dumps(results, indent=2))
-    return 1 if failed else 0
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from fedchain.report.detection import collect, markdown_table
-
-    for path in args.paths:
-        if not Path(path).exists():
-            raise ConfigError(f"RUN_DIR {path!r}: no such file or directory")
-    if args.html:
-        return _html_report(args)
-    if args.output is not None:
-        raise ConfigError(f"-o {args.output!r}: only with --html (the table goes to stdout)")
-    rows = collect(args.paths)
-    if not rows:
-        print(
-            f"fedchain: error: RUN_DIR {' '.join(args.paths)!r}: no run directory with a "
-            "summary.json there",
-            file=sys.stderr,
-        )
-        return 2
-    print(json.dumps(rows, indent=2) if args.json else markdown_table(rows))
-    return 0
-
-
-def _html_report(args: argparse.Namespace) -> int:
-    from fedchain.dashboard.report_html import write_report
-
-    if len(args.paths) != 1:
-        raise ConfigError(
-            f"RUN_DIR {' '.join(args.paths)!r}: --html writes one report per run or scenario "
-            "set: give one directory"
-        )
-    out = write_report(Path(args.paths[0]), args.output)
-    print(f"report: {out}")
-    return 0
-
-
-def cmd_dashboard(args: argparse.Namespace) -> int:
-    from fedchain.dashboard.server import serve
-
-    return serve(
-        runs=Path(args.runs),
-        host=args.host,
-        port=args.port,
-        max_seconds=args.max_seconds,
-        job_timeout=args.job_timeout,
-        max_jobs=args.max_jobs,
-    )
-
-
-def cmd_testnet(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from fedchain.testnet import cluster as testnet
-
-    directory = Path(args.dir)
-    if args.action == "up":
-        cfg = _demo_config(args)
-        scenario = None
-        if args.scenario:
-            from dataclasses import replace
-
-            from fedchain.sim.scenario import load_scenario
-
-            scenario = load_scenario(args.scenario)
-            cfg = replace(scenario.config, out=cfg.out)
-        from fedchain.testnet.netem import profile_from_args
-
-        wan = profile_from_args(
-            args.pbft_latency, args.pbft_jitter, args.pbft_loss, args.pbft_loss_mode, "--pbft-"
-        )
-        spec = testnet.up(
-            cfg,
-            directory,
-            use_ipfs=not args.no_ipfs,
-            block_time=args.block_time,
-            scenario=scenario,
-            pbft_netem=wan if wan.active else None,
-        )
-        print(
-            f"testnet up in {directory}: task {spec['task']} on {spec['rpc_url']}, "
-            f"store {spec.get('ipfs_api') or spec.get('store_dir')}, "
-            f"{len(spec['nodes'])} node processes (logs in {directory / 'logs'})"
-        )
-        if args.wait:
-            st = testnet.wait(directory, timeout=args.timeout)
-            print(json.dumps(st["chain"], indent=2))
-        return 0
-    if args.action == "status":
-        st = testnet.status(directory)
-        if args.json:
-            print(json.dumps(st, indent=2))
-        else:
-            chain = st.get("chain")
-            if chain:
-                print(
-                    f"task {st['task']}  block {chain['block']}  round {chain['round']}/"
-                    f"{chain['rounds']}  phase {chain['phase']}  completed {chain['completed']}"
-                )
-            for name, svc in {**st["services"], **st["nodes"]}.items():
-                state = "running" if svc["running"] else "stopped"
-                print(f"  {name:16s} pid {svc['pid']!s:8s} {state}")
-        return 0
-    if args.action == "wait":
-        st = testnet.wait(directory, timeout=args.timeout)
-        print(json.dumps(st["chain"], indent=2))
-        return 0
-    if args.action == "restart-chain":
-        spec = testnet.restart_chain(directory)
-        print(f"anvil restarted from its saved state on {spec['rpc_url']}")
-        return 0
-    if args.action == "down":
-        stopped = testnet.down(directory)
-        print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
-        return 0
-    if not args.node:
-        raise ConfigError(f"testnet {args.action} needs a node name (e.g. aggregator-1)")
-    if args.action == "kill":
-        ran = testnet.kill_node(directory, args.node)
-        print(f"{args.node}: {'killed (SIGKILL)' if ran else 'was not running'}")
-        return 0
-    pid = testnet.start_node(directory, args.node)
-    print(f"{args.node}: started (pid {pid})")
-    return 0
-
-
-def cmd_netem(args: argparse.Namespace) -> int:
-    from fedchain.testnet.netem import command
-
-    return command(args)
-
-
 def _add_wan_options(tn: argparse.ArgumentParser) -> None:
     wan = tn.add_argument_group(
         "WAN emulation of the PBFT links (user-space proxies, see 'fedchain netem --help')"
@@ -864,7 +407,6 @@ def _add_netem_parser(sub: Any) -> None:
         "--latency 150ms --jitter 30ms --loss 0.05 --max-seconds 600",
     )
     add_arguments(netem)
-    netem.set_defaults(func=cmd_netem)
 
 
 def _add_dashboard_parser(sub: Any) -> None:
@@ -888,8 +430,8 @@ def _add_dashboard_parser(sub: Any) -> None:
     dash.add_argument(
         "--host",
         default="127.0.0.1",
-        help="loopback address to bind: 127.0.0.1 (default), localhost or ::1; the "
-        "dashboard starts processes, so it never listens on other interfaces",
+        help="loopback address to bind: 127.0.0.1 (default), localhost, ::1 or another "
+        "127.x.y.z; the dashboard starts processes, so it never listens on other interfaces",
     )
     dash.add_argument(
         "--port",
@@ -918,7 +460,14 @@ def _add_dashboard_parser(sub: Any) -> None:
         metavar="N",
         help="processes the control panel runs at once (%(default)s)",
     )
-    dash.set_defaults(func=cmd_dashboard)
+    dash.add_argument(
+        "--max-streams",
+        type=int,
+        default=32,
+        metavar="N",
+        help="live connections (pages open in tabs) served at once; more get 503 and retry "
+        "(%(default)s)",
+    )
 
 
 EXPERIMENT_EPILOG = """\
@@ -987,7 +536,6 @@ def _add_experiment_parser(sub: Any) -> None:
     ex.add_argument(
         "--json", action="store_true", help="print per-cell statistics as JSON at the end"
     )
-    ex.set_defaults(func=cmd_experiment, preflight=preflight_experiment)
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -1018,7 +566,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_demo_options(demo)
     _add_engine_options(demo)
-    demo.set_defaults(func=cmd_demo, preflight=preflight_demo)
     run = sub.add_parser(
         "run",
         help="run scenario files (faulty aggregators, malicious clients)",
@@ -1045,7 +592,6 @@ def build_parser() -> argparse.ArgumentParser:
     _add_backend_option(run)
     _add_engine_options(run)
     run.add_argument("--json", action="store_true", help="print the verdicts as JSON")
-    run.set_defaults(func=cmd_run, preflight=preflight_run)
     tn = sub.add_parser(
         "testnet",
         help="a local testnet on real parts: anvil, an IPFS daemon, one process per node",
@@ -1087,7 +633,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_wan_options(tn)
     _add_demo_options(tn)
-    tn.set_defaults(func=cmd_testnet)
     _add_netem_parser(sub)
     report = sub.add_parser(
         "report",
@@ -1113,7 +658,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="with --html: where to write it (default RUN_DIR/report.html; '-' for stdout)",
     )
-    report.set_defaults(func=cmd_report)
     _add_dashboard_parser(sub)
     status = sub.add_parser(
         "status",
@@ -1125,70 +669,8 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--rpc-url", required=True, help="Ethereum JSON-RPC URL, e.g. anvil's")
     status.add_argument("--task", required=True, metavar="ADDRESS", help="the task's address")
     status.add_argument("--json", action="store_true", help="machine-readable output")
-    status.set_defaults(func=cmd_status)
 
     _add_experiment_parser(sub)
     rules = sub.add_parser("rules", help="list the aggregation rules and their parameters")
     rules.add_argument("--json", action="store_true", help="machine-readable output")
-    rules.set_defaults(func=cmd_rules)
     return parser
-
-
-def error_line(exc: BaseException) -> str | None:
-    """The one line ``fedchain`` prints for bad input that raised ``exc`` (None: a bug)."""
-    if isinstance(exc, FedchainError):
-        return f"fedchain: error: {exc}"
-    if isinstance(exc, OSError) and exc.filename is not None:
-        return f"fedchain: error: {str(exc.filename)!r}: {exc.strerror}"
-    return None  # not a bad path given by the user: a bug, shown whole
-
-
-_PARSE_LOCK = threading.Lock()
-
-
-def check_command(argv: Sequence[str]) -> str | None:
-    """The error ``fedchain ARGV`` would stop with before doing any work, or None.
-
-    ARGV is parsed exactly as on the command line, then the subcommand's pre-flight checks
-    run (``preflight``: the run configuration, scenario files). The dashboard's control
-    panel shows this line for bad form input, so it reads as the CLI's own message.
-    """
-    stderr = io.StringIO()
-    with _PARSE_LOCK:  # argparse prints its one-line error to sys.stderr: capture it
-        try:
-            with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
-                args = build_parser().parse_args(list(argv))
-        except SystemExit as exc:
-            lines = stderr.getvalue().strip().splitlines()
-            return lines[-1] if lines else f"fedchain: exit status {exc.code}"
-    preflight = getattr(args, "preflight", None)
-    if preflight is None:
-        return None
-    try:
-        preflight(args)
-    except (FedchainError, OSError) as exc:
-        line = error_line(exc)
-        if line is None:
-            raise
-        return line
-    return None
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except (FedchainError, OSError) as exc:
-        line = error_line(exc)
-        if line is None:
-            raise
-        print(line, file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("fedchain: interrupted", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())
