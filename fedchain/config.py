@@ -54,6 +54,8 @@ class DemoConfig:
     collect_window: int = 50
     #: blocks after open + collect_window until a round short of min_updates is skipped
     collect_timeout: int = 50
+    #: admit only the run's own clients (the contract's clientAllowlist): sybils cannot register
+    client_allowlist: bool = False
     submit_timeout: int = 10
     challenge_window: int = 5
     attest_window: int = 5
