@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fedchain.runner import run_scenario
-from fedchain.scenario import scenario_from_dict
+from fedchain.sim.runner import run_scenario
+from fedchain.sim.scenario import scenario_from_dict
 
 
 def test_stalled_collection_is_skipped_by_the_nodes(tmp_path: Path) -> None:
