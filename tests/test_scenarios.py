@@ -164,8 +164,10 @@ def test_omniscient_client_registers_last_and_sends_minus_epsilon_mean(tmp_path)
 
 def test_certificates_carry_only_eligible_signers(tmp_path) -> None:
     """n = 10, three mixed Byzantine members on a lossy network: a member slashed for
-    equivocation mid-dispute had signed the decided verdict; its certificate is refused
-    (SignerSlashed), logged, and rebuilt from eligible members; the run completes."""
+    equivocation mid-dispute had signed the decided verdict. Since issue 20 its vote simply
+    does not count (it no longer voids the certificate): the certificate is accepted when
+    the other signers reach the quorum, else refused (QuorumNotReached) and rebuilt from
+    eligible members; either way the run completes safely."""
     scenario, summary = run("mixed-n10-f3-s0", tmp_path)
     assert summary["all_rounds_finalized"] and outcome_of(summary) == "safe"
     faults = summary["faults"]
@@ -173,9 +175,10 @@ def test_certificates_carry_only_eligible_signers(tmp_path) -> None:
     (log,) = list(Path(scenario.config.out).glob("*mixed-n10-f3-s0/events.jsonl"))
     events = read_events(log)
     kinds = [e["kind"] for e in events]
-    refused = kinds.index("resolve_refused")
-    assert "SignerSlashed" in events[refused]["error"]
-    assert kinds.index("equivocation_slashed") < refused < kinds.index("dispute_resolved")
+    assert kinds.index("equivocation_slashed") < kinds.index("dispute_resolved")
+    for e in events:
+        if e["kind"] == "resolve_refused":
+            assert "SignerSlashed" not in e["error"]
 
 
 def test_partially_published_updates_are_agreed_on(tmp_path) -> None:
