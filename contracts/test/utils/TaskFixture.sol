@@ -126,6 +126,14 @@ abstract contract TaskFixture is Test {
         task.submitAggregate{value: BOND}(round, digest);
     }
 
+    function stakeOf(address member) internal view returns (uint256 stake) {
+        (,,, stake,,) = task.aggregatorInfo(member);
+    }
+
+    function isActive(address member) internal view returns (bool active) {
+        (, active,,,,) = task.aggregatorInfo(member);
+    }
+
     function indexOf(address member) internal view returns (uint256 index) {
         (,,,, index,) = task.aggregatorInfo(member);
     }
