@@ -160,6 +160,11 @@ def _uint(name: str, value: int, bits: int) -> int:
     return value
 
 
+#: Default ``maxSamples``: 10**9 samples per update, so max_samples * max_updates fits an int64
+#: for every uint32 max_updates (10**9 * 2**32 < 2**63).
+DEFAULT_MAX_SAMPLES = 10**9
+
+
 @dataclass(frozen=True)
 class TaskConfig:
     """Mirror of the Solidity ``TaskConfig`` struct. Windows are in blocks, money in wei.
@@ -186,6 +191,12 @@ class TaskConfig:
     aggregate_bond: int = 0
     challenge_bond: int = 0
     timeout_penalty: int = 0
+    #: largest numSamples an update may claim; max_samples * max_updates must fit an int64
+    max_samples: int = DEFAULT_MAX_SAMPLES
+    #: blocks after open + collect_window until a round short of min_updates can be skipped
+    collect_timeout: int = 50
+    #: blocks without a new round (or start, counted from deployment) until anyone may abort
+    abort_timeout: int = 10_000
 
     def __post_init__(self) -> None:
         for name in ("initial_model_digest", "rule_id", "rule_params_hash", "rotation_seed"):
@@ -199,8 +210,11 @@ class TaskConfig:
             "challenge_window",
             "attest_window",
             "dispute_timeout",
+            "collect_timeout",
+            "abort_timeout",
         ):
             _uint(name, getattr(self, name), 32)
+        _uint("max_samples", self.max_samples, 64)
         _uint("rotation_policy", int(self.rotation_policy), 8)
         object.__setattr__(self, "rotation_policy", int(self.rotation_policy))
         for name in ("aggregator_stake", "aggregate_bond", "challenge_bond", "timeout_penalty"):
@@ -562,8 +576,60 @@ class NoAggregateSubmitted(TaskRevert):
     params = ("round",)
 
 
-class NoAggregators(TaskRevert):
-    error_name = "NoAggregators"
+class CommitteeTooSmall(TaskRevert):
+    """``start`` with fewer than 3f + 1 = 4 members (f >= 1)."""
+
+    error_name = "CommitteeTooSmall"
+    params = ("members", "minimum")
+
+
+class InvalidMaxSamples(TaskRevert):
+    """maxSamples is 0, or maxSamples * maxUpdates does not fit an int64."""
+
+    error_name = "InvalidMaxSamples"
+    params = ("maxSamples", "maxUpdates")
+
+
+class InvalidTimeouts(TaskRevert):
+    """collectTimeout or abortTimeout is 0."""
+
+    error_name = "InvalidTimeouts"
+    params = ("collectTimeout", "abortTimeout")
+
+
+class SamplesOutOfRange(TaskRevert):
+    """An update claims more than ``maxSamples`` samples."""
+
+    error_name = "SamplesOutOfRange"
+    params = ("numSamples", "maxSamples")
+
+
+class OwnerCannotServe(TaskRevert):
+    """The task owner tried to join the committee."""
+
+    error_name = "OwnerCannotServe"
+    params = ("account",)
+
+
+class AlreadyChallenged(TaskRevert):
+    """A member challenged the same submission a second time."""
+
+    error_name = "AlreadyChallenged"
+    params = ("round", "account")
+
+
+class CollectionNotTimedOut(TaskRevert):
+    """``skipRound`` before the round's collection timed out (or after it closed)."""
+
+    error_name = "CollectionNotTimedOut"
+    params = ("round", "timeoutBlock")
+
+
+class TaskNotStalled(TaskRevert):
+    """``abortTask`` while the task still makes progress."""
+
+    error_name = "TaskNotStalled"
+    params = ("abortBlock",)
 
 
 class NoOpenDispute(TaskRevert):
@@ -636,13 +702,6 @@ class SignerNotMember(TaskRevert):
     """A signature recovers to a non-member (also what a signature over other data gives)."""
 
     error_name = "SignerNotMember"
-    params = ("index", "signer")
-
-
-class SignerSlashed(TaskRevert):
-    """A slashed member signed the certificate; its vote no longer counts."""
-
-    error_name = "SignerSlashed"
     params = ("index", "signer")
 
 
@@ -772,7 +831,14 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         InvalidUpdateBounds,
         InvalidWindow,
         NoAggregateSubmitted,
-        NoAggregators,
+        CommitteeTooSmall,
+        InvalidMaxSamples,
+        InvalidTimeouts,
+        SamplesOutOfRange,
+        OwnerCannotServe,
+        AlreadyChallenged,
+        CollectionNotTimedOut,
+        TaskNotStalled,
         NoOpenDispute,
         NotAggregator,
         NotChosenAggregator,
@@ -787,7 +853,6 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         RoundNotOpen,
         SafeCastOverflowedUintDowncast,
         SignerNotMember,
-        SignerSlashed,
         SignersNotSorted,
         StringTooLong,
         SubmitDeadlinePassed,
@@ -977,6 +1042,18 @@ class TaskContract:
     def release_stake(self, acct: LocalAccount) -> Any:
         return self._tx(acct, "releaseStake")
 
+    def leave_committee(self, acct: LocalAccount) -> Any:
+        """Leave the committee before ``start`` (the stake goes to the caller's credits)."""
+        return self._tx(acct, "leaveCommittee")
+
+    def skip_round(self, acct: LocalAccount, round: int) -> Any:
+        """End a round whose collection timed out short of min_updates (model carried)."""
+        return self._tx(acct, "skipRound", round)
+
+    def abort_task(self, acct: LocalAccount) -> Any:
+        """End a task without progress for abort_timeout blocks (stakes become releasable)."""
+        return self._tx(acct, "abortTask")
+
     # -- views ----------------------------------------------------------------------------
 
     def _call(self, name: str, *args: Any) -> Any:
@@ -996,6 +1073,7 @@ class TaskContract:
         return bool(self._call("taskStarted"))
 
     def task_completed(self) -> bool:
+        """True once the last round is final or the task was aborted (``abortTask``)."""
         return bool(self._call("taskCompleted"))
 
     def global_model_digest(self) -> bytes:
@@ -1152,7 +1230,7 @@ class TaskContract:
         )
 
     def is_client(self, address: str) -> bool:
-        return bool(self._call("isClient", to_checksum_address(address)))
+        return bool(self._call("clientInfo", to_checksum_address(address))[0])
 
     def credits(self, address: str) -> int:
         return int(self._call("credits", to_checksum_address(address)))

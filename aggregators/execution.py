@@ -53,6 +53,16 @@ from protocol.payloads import (
 
 UNAVAILABLE = "payload unavailable"
 
+#: Largest int64: no weight, and no sum of a round's weights, may exceed it.
+INT64_MAX = 2**63 - 1
+
+
+def weight_bound(manifest: TaskManifest, count: int) -> int:
+    """Largest numSamples an update of a round with ``count`` registered updates may carry:
+    the manifest's ``max_samples``, and never so much that ``count`` weights overflow an
+    int64 (the contract enforces both; this keeps honest nodes safe on any chain input)."""
+    return min(manifest.max_samples, INT64_MAX // max(count, 1))
+
 
 @dataclass(frozen=True)
 class RoundResult:
@@ -141,9 +151,15 @@ def _plain_round(
     included: list[int] = []
     excluded: dict[int, str] = {}
     ones = 0
+    bound = weight_bound(manifest, len(updates))
     for index, payload in enumerate(updates):
         if payload is None:
             excluded[index] = UNAVAILABLE
+            continue
+        weight = int(num_samples[index])
+        if not 1 <= weight <= bound:
+            # one bad record costs that record, never the round (no int64 overflow)
+            excluded[index] = f"invalid: numSamples {weight} outside [1, {bound}]"
             continue
         try:
             row, bit = decode_update_bit(layout, fmt, round_, payload, spec.adaptive_clip)
@@ -152,7 +168,7 @@ def _plain_round(
             continue
         rows.append(row)
         ones += bit or 0
-        weights.append(int(num_samples[index]))
+        weights.append(weight)
         included.append(index)
     selected: tuple[int, ...] | None = None
     carried = not _enough(rule, len(rows))

@@ -128,6 +128,7 @@ class AggregatorNode:
         self.withheld: set[tuple[int, int]] = set()
         self.challenged: set[tuple[int, int]] = set()
         self.attested: set[int] = set()
+        self._open_blocks: dict[int, int] = {}
         self._last_try: dict[tuple[str, int], int] = {}
         self._cache: dict[
             tuple[int, bytes, int, tuple[bool, ...]], tuple[RoundResult, _RoundInputs]
@@ -144,6 +145,8 @@ class AggregatorNode:
             return []
         phase = task.phase(round_)
         try:
+            if phase == Phase.COLLECTING:
+                return self._on_collecting(round_)
             if phase == Phase.ATTESTING:
                 return self._on_attesting(round_)
             if phase == Phase.AGGREGATING:
@@ -161,6 +164,25 @@ class AggregatorNode:
             self._last_try[("fetch-failed", round_)] = block
             return [AggregatorEvent(round_, "fetch-failed", {"error": str(exc)})]
         return []
+
+    def _on_collecting(self, round_: int) -> list[AggregatorEvent]:
+        """A round short of minUpdates past its collection timeout: ``skipRound`` (anyone
+        may), so the round ends carrying the model forward instead of waiting forever."""
+        cfg = self.task.config()
+        if round_ not in self._open_blocks:  # one getRound per round, not one per block
+            self._open_blocks = {round_: self.task.round_info(round_).open_block}
+        timeout = self._open_blocks[round_] + cfg.collect_window + cfg.collect_timeout
+        if self.chain.block_number() + 1 <= timeout:
+            return []
+        info = self.task.round_info(round_)
+        if info.close_block != 0:
+            return []
+        return self._try(
+            round_,
+            "skipRound",
+            lambda: self.task.skip_round(self.account, round_),
+            {"updates": info.update_count},
+        )
 
     def _on_attesting(self, round_: int) -> list[AggregatorEvent]:
         if round_ in self.attested or self.behaviour.attest == "none":

@@ -10,6 +10,7 @@ import {Rotation} from "./lib/Rotation.sol";
 import {Availability} from "./lib/Availability.sol";
 import {ClientRecords} from "./lib/ClientRecords.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
+import {EquivocationEvidence} from "./lib/EquivocationEvidence.sol";
 
 /// @title FedChainTask
 /// @notice One deployment is one federated-learning task: a committee of staked aggregators
@@ -31,8 +32,9 @@ import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 ///         certificate of n - f eligible committee signatures (see `Quorums`) while
 ///         block.number <= disputeDeadline -> Aggregating with attempt + 1 (aggregate
 ///         rejected: submitter slashed) or back to Submitted (aggregate upheld: challenge bond
-///         forfeited); after disputeDeadline `expireDispute` discards the aggregate (both
-///         bonds to the treasury) -> Aggregating with attempt + 1. `slashEquivocation` slashes a
+///         burned); after disputeDeadline `expireDispute` discards the
+///         aggregate (submitter's bond refunded, challenge bond burned) -> Aggregating with
+///         attempt + 1. `slashEquivocation` slashes a
 ///         member that signed two conflicting PBFT messages. Money only ever leaves through
 ///         `withdraw` (pull payments); every other function moves value between stakes, the
 ///         held bonds and `credits`.
@@ -66,6 +68,10 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         uint256 aggregateBond;
         uint256 challengeBond;
         uint256 timeoutPenalty;
+        uint64 maxSamples; // largest numSamples an update may claim (bounds every client's weight)
+        uint32 collectTimeout; // blocks after openBlock + collectWindow until a round short of
+        // minUpdates can be skipped (`skipRound`)
+        uint32 abortTimeout; // blocks without a new round (or start) until anyone may `abortTask`
     }
 
     /// @notice Lifecycle of a round. `Pending`: not opened yet. `Attesting`: collection closed,
@@ -108,6 +114,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         uint40 challengeBlock;
         // slot 3
         uint256 attestMask; // bit i: committee member i attested
+        // slot 4: members that challenged the current submission (cleared when it is discarded)
+        uint256 challengerMask; // bit i: committee member i challenged it
     }
 
     /// @notice Read-only view of a round with every lazily derived field resolved.
@@ -165,7 +173,24 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     error TaskNotStarted();
     error TaskAlreadyCompleted();
     error TaskNotCompleted();
-    error NoAggregators();
+    /// @notice `start` needs a committee of at least MIN_COMMITTEE = 3f + 1 members with f >= 1:
+    ///         below that the n - f quorum makes the accused sign its own conviction.
+    error CommitteeTooSmall(uint256 members, uint256 minimum);
+    /// @notice maxSamples must be positive and maxSamples * maxUpdates must fit an int64, so no
+    ///         sum of registered weights can overflow a node's int64 arithmetic.
+    error InvalidMaxSamples(uint64 maxSamples, uint32 maxUpdates);
+    /// @notice collectTimeout and abortTimeout must be positive (every wait ends).
+    error InvalidTimeouts(uint32 collectTimeout, uint32 abortTimeout);
+    /// @notice An update claims more samples than the task's `maxSamples`.
+    error SamplesOutOfRange(uint64 numSamples, uint64 maxSamples);
+    /// @notice The owner may not sit on the committee (it would profit from disputes).
+    error OwnerCannotServe(address account);
+    /// @notice `account` already challenged this submission (one challenge per member each).
+    error AlreadyChallenged(uint256 round, address account);
+    /// @notice `skipRound`: the round's collection has not timed out (or already closed).
+    error CollectionNotTimedOut(uint256 round, uint256 timeoutBlock);
+    /// @notice `abortTask`: the task made progress within `abortTimeout` blocks.
+    error TaskNotStalled(uint256 abortBlock);
     error TooManyAggregators(uint256 max);
     error AggregatorAlreadyRegistered(address account);
     error ClientAlreadyRegistered(address account);
@@ -207,7 +232,6 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     ///        {27, 28}), 2 length is not 65 bytes, 3 malleable s (upper half order).
     error InvalidSignature(uint256 index, uint8 reason);
     error SignerNotMember(uint256 index, address signer);
-    error SignerSlashed(uint256 index, address signer);
     error DuplicateSigner(uint256 index, address signer);
     error SignersNotSorted(uint256 index, address previous, address signer);
     error DisputeTimedOut(uint256 round, uint256 disputeDeadline);
@@ -249,15 +273,24 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     event RoundFinalized(uint256 indexed round, bytes32 digest, address indexed aggregator);
     event TaskCompleted(uint256 numRounds, bytes32 finalDigest);
     event StakeReleased(address indexed aggregator, uint256 amount);
+    /// @notice `aggregator` left the committee before `start`; its stake is in its credits.
+    event AggregatorLeft(address indexed aggregator, uint256 amount);
+    /// @notice `round` collected fewer than minUpdates updates (`updateCount`) before its
+    ///         collection timed out: it ends carrying the global model `digest` forward.
+    event RoundSkipped(uint256 indexed round, uint256 updateCount, bytes32 digest);
+    /// @notice The task made no progress for `abortTimeout` blocks and was ended by `caller`:
+    ///         held bonds went back to their owners (`refunded` wei), every stake can be
+    ///         released (`releaseStake`) and every credit withdrawn.
+    event TaskAborted(uint256 round, address indexed caller, uint256 refunded);
     event Withdrawal(address indexed account, uint256 amount);
     /// @notice The aggregate of (`round`, `attempt`) is disputed: the committee runs a PBFT
     ///         instance keyed by (round, attempt, aggregateDigest) and carries the verdict back
     ///         with `resolveDispute`.
     event Challenged(uint256 indexed round, uint256 attempt, address indexed challenger, bytes32 aggregateDigest);
     /// @notice `slashedAmount` (submitter's stake + aggregate bond) is split into
-    ///         `challengerReward` (half, rounded down) and the rest to the treasury (owner);
-    ///         an upheld aggregate instead sends the forfeited challenge bond to the treasury
-    ///         (`treasuryAmount` = challengeBond, the other amounts 0).
+    ///         `challengerReward` (half, rounded down) and the rest, burned (`treasuryAmount`);
+    ///         an upheld aggregate instead burns the forfeited challenge bond (`treasuryAmount`
+    ///         = challengeBond, the other amounts 0). The owner never gets any of it.
     event DisputeResolved(
         uint256 indexed round,
         uint256 attempt,
@@ -275,15 +308,14 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     ///         bitmap is in the transaction's calldata and in `attestation`).
     event UpdatesAttested(uint256 indexed round, address indexed aggregator, uint256 attestCount);
     /// @notice The dispute of (`round`, `attempt`) was not resolved within `disputeTimeout`
-    ///         blocks: the aggregate is discarded, the aggregate bond and the challenge bond
-    ///         (`treasuryAmount` together) go to the treasury, and the round re-opens at
-    ///         attempt + 1.
+    ///         blocks: the aggregate is discarded, the submitter's bond is refunded, the
+    ///         challenge bond (`treasuryAmount`) is burned, and the round re-opens at attempt + 1.
     event DisputeExpired(
         uint256 indexed round, uint256 attempt, address indexed submitter, address indexed challenger, uint256 treasuryAmount
     );
     /// @notice `aggregator` signed two conflicting PBFT messages of `kind` (0 PrePrepare,
     ///         1 Prepare, 2 DisputeVerdict) in view `viewNumber`; `reporter` proved it and was
-    ///         credited `reward` (half the stake), the treasury the rest.
+    ///         credited `reward` (half the stake); the rest (`treasuryAmount`) is burned.
     event EquivocationSlashed(
         address indexed aggregator, uint8 kind, uint256 viewNumber, address indexed reporter, uint256 reward, uint256 treasuryAmount
     );
@@ -320,7 +352,11 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
 
     /// @dev The task parameters as given, for `config()` only: the protocol reads the same
     ///      values from the immutables below (code constants, no storage reads).
-    TaskConfig private _config;
+    ///      Kept as the words of its ABI encoding (a struct of static fields encodes as one
+    ///      word per field): `config()` returns them as they are, with far less code than
+    ///      re-encoding a stored struct.
+    uint256 private constant _CONFIG_WORDS = 20;
+    uint256[_CONFIG_WORDS] private _configWords;
     bytes32 private immutable _initialModelDigest;
     bytes32 private immutable _ruleId;
     bytes32 private immutable _ruleParamsHash;
@@ -338,11 +374,22 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     uint256 private immutable _aggregateBond;
     uint256 private immutable _challengeBond;
     uint256 private immutable _timeoutPenalty;
+    uint64 private immutable _maxSamples;
+    uint32 private immutable _collectTimeout;
+    uint32 private immutable _abortTimeout;
+    /// @dev Checks equivocation evidence for `slashEquivocation` (created by the constructor).
+    EquivocationEvidence private immutable _evidence;
+
+    /// @notice Smallest committee `start` accepts: 3f + 1 with f = 1.
+    uint256 public constant MIN_COMMITTEE = 4;
+    /// @dev Where burned value is credited: nobody can withdraw address(0)'s credits, so
+    ///      `credits(address(0))` is the total burned.
+    address private constant _BURN = address(0);
 
     // One slot: what every round transaction reads first.
     uint64 private _currentRound; // 0 before start; stays at numRounds after completion
     bool private _started;
-    bool private _completed;
+    bool private _completed; // also set by abortTask (see the TaskAborted event)
     uint16 private _committeeSize; // frozen at start
     uint32 private _clientCount;
 
@@ -375,7 +422,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     mapping(uint256 round => mapping(uint256 member => mapping(uint256 word => uint256))) private _attestations;
 
     /// @dev Wei each account can pull with `withdraw` (see `credits`), stored plus one once
-    ///      the account is known (the owner at deployment, an aggregator at registration,
+    ///      the account is known (the burn address at deployment, an aggregator at registration,
     ///      anyone at its first credit), so that crediting a round's bond rewrites a slot
     ///      instead of creating one.
     mapping(address account => uint256) private _creditsPlusOne;
@@ -402,9 +449,22 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         if (cfg.rotationPolicy > Rotation.SEEDED_RANDOM) revert InvalidRotationPolicy(cfg.rotationPolicy);
         // INVARIANT: the global model always has a content digest.
         if (cfg.initialModelDigest == bytes32(0)) revert ZeroDigest();
-        _config = cfg;
+        // INVARIANT: every weight is positive and the sum of a round's weights fits an int64.
+        if (cfg.maxSamples == 0 || uint256(cfg.maxSamples) * cfg.maxUpdates > uint256(uint64(type(int64).max))) {
+            revert InvalidMaxSamples(cfg.maxSamples, cfg.maxUpdates);
+        }
+        // INVARIANT: a stalled collection and a stalled task both end after finitely many blocks.
+        if (cfg.collectTimeout == 0 || cfg.abortTimeout == 0) revert InvalidTimeouts(cfg.collectTimeout, cfg.abortTimeout);
+        bytes memory encoded = abi.encode(cfg);
+        for (uint256 i = 0; i < _CONFIG_WORDS; ++i) {
+            uint256 word;
+            assembly ("memory-safe") {
+                word := mload(add(encoded, mul(add(i, 1), 32)))
+            }
+            _configWords[i] = word;
+        }
         _initialModelDigest = cfg.initialModelDigest;
-        _creditsPlusOne[msg.sender] = 1;
+        _creditsPlusOne[_BURN] = 1; // burns rewrite a slot instead of creating one
         _ruleId = cfg.ruleId;
         _ruleParamsHash = cfg.ruleParamsHash;
         _rotationSeed = cfg.rotationSeed;
@@ -421,6 +481,11 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         _aggregateBond = cfg.aggregateBond;
         _challengeBond = cfg.challengeBond;
         _timeoutPenalty = cfg.timeoutPenalty;
+        _maxSamples = cfg.maxSamples;
+        _collectTimeout = cfg.collectTimeout;
+        _abortTimeout = cfg.abortTimeout;
+        _rounds[0].openBlock = _blockNow(); // round 0 (never used otherwise): abortTask's clock before start
+        _evidence = new EquivocationEvidence();
     }
 
     /// @notice Joins the aggregator committee by depositing exactly `aggregatorStake`.
@@ -428,6 +493,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     function registerAggregator() external payable {
         // INVARIANT: the committee is frozen once the task has started.
         if (_started) revert TaskAlreadyStarted();
+        // INVARIANT: the owner never sits on the committee, so it cannot gain from disputes.
+        if (msg.sender == owner()) revert OwnerCannotServe(msg.sender);
         AggregatorState storage info = _aggregatorState[msg.sender];
         // INVARIANT: one committee seat per address.
         if (info.registered) revert AggregatorAlreadyRegistered(msg.sender);
@@ -443,6 +510,27 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         _aggregators.push(msg.sender);
         if (_creditsPlusOne[msg.sender] == 0) _creditsPlusOne[msg.sender] = 1;
         emit AggregatorRegistered(msg.sender, index, msg.value);
+    }
+
+    /// @notice Leaves the committee before `start`; the stake is credited back (then
+    ///         `withdraw`). The last member takes the leaver's index (indices are only used
+    ///         once the committee is frozen).
+    function leaveCommittee() external {
+        // INVARIANT: the committee is frozen once the task has started.
+        if (_started) revert TaskAlreadyStarted();
+        AggregatorState storage info = _aggregatorState[msg.sender];
+        // INVARIANT: only members leave.
+        if (!info.registered) revert NotAggregator(msg.sender);
+        uint256 stake = info.stake;
+        uint32 index = info.index;
+        address last = _aggregators[_aggregators.length - 1];
+        _aggregators[index] = last;
+        _aggregatorState[last].index = index;
+        _aggregators.pop();
+        info.registered = false;
+        info.stake = 0;
+        _credit(msg.sender, stake);
+        emit AggregatorLeft(msg.sender, stake);
     }
 
     /// @notice Registers the caller as a client; allowed at any time, once per address. Its
@@ -467,8 +555,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     function start() external onlyOwner {
         // INVARIANT: the task starts once.
         if (_started) revert TaskAlreadyStarted();
-        // INVARIANT: someone must be able to aggregate.
-        if (_aggregators.length == 0) revert NoAggregators();
+        // INVARIANT: n >= 3f + 1 with f >= 1, so a quorum never needs the accused's signature.
+        if (_aggregators.length < MIN_COMMITTEE) revert CommitteeTooSmall(_aggregators.length, MIN_COMMITTEE);
         _started = true;
         _currentRound = 1;
         _committeeSize = uint16(_aggregators.length);
@@ -576,9 +664,11 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     }
 
     /// @dev Reverts unless an update record's fields are acceptable.
-    function _checkUpdate(bytes32 digest, uint64 numSamples) private pure {
+    function _checkUpdate(bytes32 digest, uint64 numSamples) private view {
         // INVARIANT: an update carries weight.
         if (numSamples == 0) revert ZeroSamples();
+        // INVARIANT: no update weighs more than maxSamples (so no sum of weights overflows).
+        if (numSamples > _maxSamples) revert SamplesOutOfRange(numSamples, _maxSamples);
         // INVARIANT: an update is content-addressed.
         if (digest == bytes32(0)) revert ZeroDigest();
     }
@@ -736,8 +826,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     }
 
     /// @notice Moves `round` to its next attempt after the chosen aggregator missed its
-    ///         deadline, moving min(timeoutPenalty, stake) of the laggard's stake to the
-    ///         owner's credits. An aggregator whose stake falls below `aggregatorStake` is
+    ///         deadline, burning min(timeoutPenalty, stake) of the laggard's stake (credited to
+    ///         address(0), which nobody can withdraw). An aggregator whose stake falls below `aggregatorStake` is
     ///         skipped by the rotation until it calls `topUpStake`. Callable by anyone.
     /// @param round Must be the current round, aggregating, with no submission this attempt.
     function advanceAttempt(uint256 round) external {
@@ -755,7 +845,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
             AggregatorState storage info = _aggregatorState[laggard];
             penalty = _timeoutPenalty < info.stake ? _timeoutPenalty : info.stake;
             info.stake -= uint128(penalty); // penalty <= stake < 2**128
-            _credit(owner(), penalty);
+            _credit(_BURN, penalty);
         }
         uint24 newAttempt = rs.attempt + 1;
         rs.attempt = newAttempt;
@@ -785,7 +875,31 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         rs.status = Phase.Finalized;
         _credit(aggregator, _aggregateBond);
         emit RoundFinalized(round, digest, aggregator);
+        _openNext(round, digest);
+    }
 
+    /// @notice Ends `round` without an aggregate when its collection timed out short of
+    ///         minUpdates (block.number > openBlock + collectWindow + collectTimeout): the
+    ///         round is Finalized with the previous global model's digest (carried forward)
+    ///         and the next round opens. The updates registered for it never count. Callable
+    ///         by anyone.
+    /// @param round Must be the current round, still collecting.
+    function skipRound(uint256 round) external {
+        RoundState storage rs = _currentRoundState(round);
+        uint256 timeoutBlock = uint256(rs.openBlock) + _collectWindow + _collectTimeout;
+        // INVARIANT: only a round that never reached minUpdates, after its collection timeout,
+        // is skipped (a closed collection always leads to an aggregate or an attempt).
+        if (rs.closeBlock != 0 || block.number <= timeoutBlock) revert CollectionNotTimedOut(round, timeoutBlock);
+        bytes32 digest = round == 1 ? _initialModelDigest : _rounds[round - 1].aggregateDigest;
+        rs.status = Phase.Finalized;
+        rs.aggregateDigest = digest;
+        emit RoundSkipped(round, rs.updateCount, digest);
+        _openNext(round, digest);
+    }
+
+    /// @dev Opens the round after `round` (whose global model is `digest`), or completes the
+    ///      task after the last one.
+    function _openNext(uint256 round, bytes32 digest) private {
         if (round == _numRounds) {
             _completed = true;
             emit TaskCompleted(round, digest);
@@ -797,6 +911,33 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
             _liveAccumulators[next % 2] = _ACCUMULATOR_MARK;
             emit RoundOpened(next, block.number);
         }
+    }
+
+    /// @notice Ends a task that made no progress for more than `abortTimeout` blocks: since
+    ///         deployment if it never started, else since the current round opened. Bonds held
+    ///         by the current round go back to their owners (nothing was proven), and from
+    ///         then on every stake can be released (`releaseStake`) and every credit
+    ///         withdrawn; no round function works any more. Callable by anyone.
+    function abortTask() external {
+        // INVARIANT: an ended task ends once.
+        if (_completed) revert TaskAlreadyCompleted();
+        uint256 round = _currentRound;
+        RoundState storage rs = _rounds[round];
+        uint256 abortBlock = uint256(rs.openBlock) + _abortTimeout; // round 0: the deployment block
+        // INVARIANT: only a task without progress for abortTimeout blocks can be aborted.
+        if (block.number <= abortBlock) revert TaskNotStalled(abortBlock);
+        _completed = true;
+        uint256 refunded = 0;
+        Phase status = rs.status;
+        if (status == Phase.Submitted || status == Phase.Disputed) {
+            refunded = _aggregateBond;
+            _credit(_aggregators[rs.aggregatorIndex], refunded);
+            if (status == Phase.Disputed) {
+                refunded += _challengeBond;
+                _credit(rs.challenger, _challengeBond);
+            }
+        }
+        emit TaskAborted(round, msg.sender, refunded);
     }
 
     // ------------------------------------------------------------------------------------
@@ -829,10 +970,15 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         if (info.slashed) revert AggregatorIsSlashed(msg.sender);
         // INVARIANT: nobody disputes its own aggregate.
         if (info.index == rs.aggregatorIndex) revert ChallengerIsSubmitter(msg.sender);
+        uint256 bit = 1 << info.index;
+        // INVARIANT: one challenge per member per submission (a frivolous challenger cannot
+        // hold a good aggregate up again and again).
+        if (rs.challengerMask & bit != 0) revert AlreadyChallenged(round, msg.sender);
         // INVARIANT: every challenge is backed by exactly the configured bond.
         if (msg.value != _challengeBond) revert WrongValue(_challengeBond, msg.value);
 
         rs.status = Phase.Disputed;
+        rs.challengerMask |= bit;
         rs.challenger = msg.sender;
         rs.challengeBlock = _blockNow();
         emit Challenged(round, rs.attempt, msg.sender, rs.aggregateDigest);
@@ -843,11 +989,12 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     ///         faulty == true: the submitter is slashed (its whole remaining stake plus the
     ///         aggregate bond; permanently out of the rotation and of future quorums), the
     ///         challenger is credited its bond back plus half the slashed amount (rounded down),
-    ///         the treasury (owner) the other half, and the round re-opens at attempt + 1
+    ///         the other half is burned, and the round re-opens at attempt + 1
     ///         starting at this block for the next aggregator in rotation.
-    ///         faulty == false: the challenge bond is forfeited to the treasury (owner) and the
-    ///         round returns to Submitted; it can be finalized once block.number >
-    ///         challengeDeadline and challenged again (with a new bond) until then.
+    ///         faulty == false: the challenge bond is burned (not paid to the submitter, which
+    ///         could be the challenger's accomplice) and the round returns to Submitted; it can be finalized once block.number >
+    ///         challengeDeadline and challenged again until then, by other members only (one
+    ///         challenge per member per submission).
     /// @dev The certificate: one 65-byte signature (r ‖ s ‖ v, low s, v in {27, 28}) per signer
     ///      over `verdictDigest(round, attempt, aggregateDigest, faulty, viewNumber)`. Recovered
     ///      signers must be registered, non-slashed committee members in strictly increasing
@@ -887,9 +1034,9 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
 
     /// @notice Discards the disputed aggregate of `round` once its dispute has gone unresolved
     ///         for more than `disputeTimeout` blocks (no certificate of n - f eligible members
-    ///         could be formed). Nothing was proven: nobody is slashed, but both bonds (the
-    ///         aggregate bond and the challenge bond) go to the treasury, so neither a faulty
-    ///         submitter nor a frivolous challenger gains from a stalled committee. The round
+    ///         could be formed). Nothing was proven: nobody is slashed, the submitter's bond is
+    ///         refunded and the challenge bond burned, so a challenger that stalls the
+    ///         committee cannot cost the submitter anything, and nobody gains from it. The round
     ///         re-opens at attempt + 1 for the next aggregator in rotation. Callable by anyone.
     /// @param round Must be the current round, Disputed, with block.number > disputeDeadline.
     function expireDispute(uint256 round) external {
@@ -903,13 +1050,16 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         address submitter = _aggregators[rs.aggregatorIndex];
         address challenger = rs.challenger;
         uint32 attempt = rs.attempt;
-        uint256 treasuryAmount = _aggregateBond + _challengeBond;
+        uint256 burned = _challengeBond;
         rs.challenger = address(0);
         rs.challengeBlock = 0;
         // INVARIANT: an aggregate whose dispute expired is never finalized.
         _reopen(rs);
-        _credit(owner(), treasuryAmount);
-        emit DisputeExpired(round, attempt, submitter, challenger, treasuryAmount);
+        // Nothing was proven: the submitter's bond comes back; the challenge bond is burned
+        // (never paid to anyone, so neither side can profit from stalling the committee).
+        _credit(submitter, _aggregateBond);
+        _credit(_BURN, burned);
+        emit DisputeExpired(round, attempt, submitter, challenger, burned);
     }
 
     /// @notice Slashes a committee member that signed two conflicting PBFT messages under this
@@ -918,7 +1068,9 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     ///         `DisputeVerdict` commits (kind 2) for the same dispute and view with opposite
     ///         verdicts. A correct replica never signs such a pair (docs/pbft.md). The member
     ///         loses its whole stake and leaves the rotation and the quorums; the caller is
-    ///         credited half of the stake (rounded down), the treasury the rest. Anyone may call.
+    ///         credited half of the stake (rounded down), the rest is burned. Anyone may call.
+    ///         If the member was chosen for the current attempt, the attempt restarts (the
+    ///         next member gets a whole submitTimeout, not the slashed one's deadline).
     /// @param kind 0 PrePrepare, 1 Prepare, 2 DisputeVerdict.
     /// @param viewNumber The PBFT view both messages name.
     /// @param seq The sequence number both messages name (ignored for kind 2, which has none).
@@ -929,64 +1081,48 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         SignedVote calldata a,
         SignedVote calldata b
     ) external {
-        // INVARIANT: evidence is one of the three slashable message kinds.
-        if (kind > 2) revert InvalidEvidence(1);
-        bool sameDispute = a.round == b.round && a.attempt == b.attempt && a.aggregateDigest == b.aggregateDigest;
-        // INVARIANT: only a conflicting pair is evidence: commits of one dispute and view with
-        // opposite verdicts, or slot votes of one (view, seq) with different content.
-        if (kind == 2 ? !(sameDispute && a.faulty != b.faulty) : (sameDispute && a.faulty == b.faulty)) {
-            revert InvalidEvidence(2);
+        // The evidence checks (kind, conflict, both signatures, one signer) run in `_evidence`,
+        // which takes this call's arguments as they are (same signature).
+        (seq, a, b); // forwarded in msg.data
+        // slither-disable-next-line low-level-calls
+        (bool ok, bytes memory ret) = address(_evidence).staticcall(msg.data);
+        if (!ok) {
+            assembly ("memory-safe") {
+                revert(add(ret, 32), mload(ret))
+            }
         }
-        address signer = _voteSigner(0, kind, viewNumber, seq, a);
-        // INVARIANT: both messages were signed by the same member.
-        if (_voteSigner(1, kind, viewNumber, seq, b) != signer) revert InvalidEvidence(3);
+        address signer = abi.decode(ret, (address));
+        // INVARIANT: only committee members can be slashed.
+        if (!_aggregatorState[signer].registered) revert SignerNotMember(0, signer);
         AggregatorState storage info = _aggregatorState[signer];
         // INVARIANT: a member is slashed at most once.
         if (info.slashed) revert AggregatorIsSlashed(signer);
 
+        _restartAttemptOf(signer);
         uint256 amount = info.stake;
         uint256 reward = amount / 2;
         info.stake = 0;
         info.slashed = true;
         _credit(msg.sender, reward);
-        _credit(owner(), amount - reward);
+        _credit(_BURN, amount - reward);
         emit Slashed(signer, amount);
         emit EquivocationSlashed(signer, kind, viewNumber, msg.sender, reward, amount - reward);
     }
 
-    /// @dev The registered member that signed `vote` (evidence entry `index`) as a message of
-    ///      `kind`; reverts on a malformed signature or a stranger.
-    function _voteSigner(uint256 index, uint8 kind, uint256 viewNumber, uint256 seq, SignedVote calldata vote)
-        private
-        view
-        returns (address signer)
-    {
-        bytes32 structHash;
-        if (kind == 2) {
-            structHash = keccak256(
-                abi.encode(DISPUTE_VERDICT_TYPEHASH, vote.round, vote.attempt, vote.aggregateDigest, vote.faulty, viewNumber)
-            );
-        } else {
-            structHash = keccak256(
-                abi.encode(
-                    kind == 0 ? PRE_PREPARE_TYPEHASH : PREPARE_TYPEHASH,
-                    viewNumber,
-                    seq,
-                    vote.round,
-                    vote.attempt,
-                    vote.aggregateDigest,
-                    vote.faulty
-                )
-            );
-        }
-        ECDSA.RecoverError err;
-        // The third return value (the error's argument) adds nothing to `err`.
-        // slither-disable-next-line unused-return
-        (signer, err,) = ECDSA.tryRecoverCalldata(_hashTypedDataV4(structHash), vote.signature);
-        // INVARIANT: only well-formed, non-malleable signatures are evidence.
-        if (err != ECDSA.RecoverError.NoError) revert InvalidSignature(index, uint8(err));
-        // INVARIANT: only committee members can be slashed.
-        if (!_aggregatorState[signer].registered) revert SignerNotMember(index, signer);
+    /// @dev If `member` is the aggregator chosen for the current attempt of a running round
+    ///      with no submission, opens attempt + 1 at this block (call before slashing it), so
+    ///      the next member in rotation gets a whole submitTimeout instead of its old deadline.
+    function _restartAttemptOf(address member) private {
+        uint256 round = _currentRound;
+        if (!_started || _completed) return;
+        RoundState storage rs = _rounds[round];
+        if (rs.status != Phase.Pending || !_collectionClosed(rs) || !_availabilityFixed(rs)) return;
+        (address chosen,,) = _chosen(round, rs);
+        if (chosen != member) return;
+        uint24 newAttempt = rs.attempt + 1;
+        rs.attempt = newAttempt;
+        rs.attemptStart = _blockNow();
+        emit AttemptAdvanced(round, newAttempt, member, 0);
     }
 
     /// @dev Faulty verdict: slash the submitter, split the slashed amount, re-open the round.
@@ -1005,16 +1141,17 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         // rotation skips the slashed submitter.
         _reopen(rs);
         _credit(challenger, _challengeBond + reward);
-        _credit(owner(), treasuryAmount);
+        _credit(_BURN, treasuryAmount);
         emit Slashed(submitter, slashedAmount);
         emit DisputeResolved(round, attempt, true, viewNumber, challenger, slashedAmount, reward, treasuryAmount);
     }
 
-    /// @dev Not-faulty verdict: the challenge bond goes to the treasury, the aggregate stands.
+    /// @dev Not-faulty verdict: the forfeited challenge bond is burned (paying it to the
+    ///      submitter would let a colluding pair stall rounds for free), the aggregate stands.
     function _upholdAggregate(uint256 round, RoundState storage rs, address challenger, uint256 viewNumber) private {
         uint256 bond = _challengeBond;
         rs.status = Phase.Submitted;
-        _credit(owner(), bond);
+        _credit(_BURN, bond);
         emit DisputeResolved(round, rs.attempt, false, viewNumber, challenger, 0, 0, bond);
     }
 
@@ -1092,8 +1229,9 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     }
 
     /// @notice Wei `account` can pull with `withdraw` (returned bonds, released stakes,
-    ///         challenge rewards; timeout penalties, slash shares and forfeited challenge bonds
-    ///         owed to the owner's treasury).
+    ///         challenge rewards, forfeited challenge bonds). `credits(address(0))` is the total
+    ///         burned (timeout penalties, slash remainders, expired challenge bonds): nobody can
+    ///         withdraw it, and the owner is never credited anything.
     function credits(address account) external view returns (uint256) {
         return _creditsOf(account);
     }
@@ -1108,7 +1246,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         _creditsPlusOne[account] = (stored == 0 ? 1 : stored) + amount;
     }
 
-    /// @notice Disabled: penalties are credited to the owner, so the task must keep one.
+    /// @notice Disabled: the task needs an owner to `start` it.
     function renounceOwnership() public view override onlyOwner {
         revert RenounceDisabled();
     }
@@ -1288,11 +1426,6 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         );
     }
 
-    /// @notice Whether `account` is a registered client.
-    function isClient(address account) external view returns (bool) {
-        return _clients[account].registered;
-    }
-
     /// @notice Whether `account` is a registered client, and its index (what its signed
     ///         records name).
     function clientInfo(address account) external view returns (bool registered, uint256 index) {
@@ -1307,7 +1440,10 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
 
     /// @notice The task parameters.
     function config() external view returns (TaskConfig memory) {
-        return _config;
+        uint256[_CONFIG_WORDS] memory words = _configWords;
+        assembly ("memory-safe") {
+            return(words, mul(_CONFIG_WORDS, 32))
+        }
     }
 
     // ------------------------------------------------------------------------------------
@@ -1335,6 +1471,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         // up front; every entry must then be valid, so count == distinct valid signers).
         if (count < quorum) revert QuorumNotReached(count, quorum);
         address previous = address(0);
+        uint256 valid = 0;
         for (uint256 i = 0; i < count; ++i) {
             // The third return value (the error's argument) adds nothing to `err`.
             // slither-disable-next-line unused-return
@@ -1345,15 +1482,17 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
             // INVARIANT: only committee members vote (a signature over other data recovers a
             // stranger).
             if (!info.registered) revert SignerNotMember(i, signer);
-            // INVARIANT: a slashed member's vote no longer counts.
-            if (info.slashed) revert SignerSlashed(i, signer);
             // INVARIANT: signers are strictly increasing, so each member counts once.
             if (signer <= previous) {
                 if (signer == previous) revert DuplicateSigner(i, signer);
                 revert SignersNotSorted(i, previous, signer);
             }
             previous = signer;
+            // INVARIANT: a slashed member's vote no longer counts, but it does not void the
+            // others' (a signer slashed after signing cannot sink a quorum).
+            if (!info.slashed) ++valid;
         }
+        if (valid < quorum) revert QuorumNotReached(valid, quorum);
     }
 
     /// @dev Reverts unless `round` is past collection and attestation (aggregation phase).
@@ -1388,6 +1527,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         rs.aggregateDigest = bytes32(0);
         rs.attempt += 1;
         rs.attemptStart = _blockNow();
+        delete rs.challengerMask;
     }
 
     function _blockNow() private view returns (uint40) {

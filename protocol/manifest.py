@@ -20,6 +20,10 @@ from protocol.payloads import ModelLayout
 
 MANIFEST_VERSION = 1
 
+#: Default bound on one update's ``numSamples`` (the contract's ``maxSamples``): 10**9, so
+#: max_samples * max_updates fits an int64 for every uint32 max_updates.
+DEFAULT_MAX_SAMPLES = 10**9
+
 
 def canonical_json(obj: Any) -> bytes:
     """Canonical JSON bytes: sorted keys, no whitespace, UTF-8, no NaN."""
@@ -41,6 +45,10 @@ class TaskManifest:
     #: the task's privacy parameters (``privacy.spec.PrivacySpec.to_manifest``); a task
     #: without privacy omits the key, so its manifest hash is unchanged
     privacy: dict[str, Any] = field(default_factory=lambda: {"mode": "none"})
+    #: largest numSamples (client weight) an update may claim; the contract's ``maxSamples``
+    #: refuses more at registration and execution excludes more as invalid. The default is
+    #: omitted from the JSON, so manifests that keep it hash as before.
+    max_samples: int = DEFAULT_MAX_SAMPLES
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -57,6 +65,8 @@ class TaskManifest:
         }
         if self.privacy.get("mode", "none") != "none":
             out["privacy"] = dict(self.privacy)
+        if self.max_samples != DEFAULT_MAX_SAMPLES:
+            out["max_samples"] = self.max_samples
         return out
 
     def to_bytes(self) -> bytes:
@@ -82,6 +92,7 @@ class TaskManifest:
                 layout=ModelLayout.from_spec(obj["layout"]),
                 client_training=dict(obj.get("client_training", {})),
                 privacy=dict(obj.get("privacy", {"mode": "none"})),
+                max_samples=int(obj.get("max_samples", DEFAULT_MAX_SAMPLES)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, ConfigError):

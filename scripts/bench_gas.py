@@ -132,8 +132,55 @@ def registration_rows() -> list[tuple[str, int, int | None]]:
     return rows
 
 
-def main() -> None:
+def issue20_rows() -> list[tuple[str, int]]:
+    """Functions issue 20 changed or added (deploy, registration, start, challenge, the
+    verdicts, advanceAttempt; leaveCommittee, skipRound, abortTask). The new functions are
+    skipped on a checkout that lacks them, so the same script measures "before"."""
     rows: list[tuple[str, int]] = []
+    chain = Chain.embedded(num_accounts=12)
+    owner, aggs = chain.accounts[0], chain.accounts[1:6]
+    cfg = TaskConfig(**{**BASE, "min_updates": 2, "max_updates": 2})
+    task = TaskContract.deploy(chain, owner, cfg)
+    rows.append(("deploy", gas(task.deploy_receipt)))
+    regs = [gas(task.register_aggregator(a)) for a in aggs]
+    rows.append(("registerAggregator, first", regs[0]))
+    rows.append(("registerAggregator, later", regs[1]))
+    if hasattr(task, "leave_committee"):
+        rows.append(("leaveCommittee (not the last member)", gas(task.leave_committee(aggs[0]))))
+    rows.append(("start (n=4)", gas(task.start(owner))))
+    for n in (4,):
+        chain, task, owner, members = setup(n, 4, dispute_timeout=5, challenge_window=5)
+        sub = next(a for a in members if a.address == task.current_aggregator().address)
+        task.submit_aggregate(sub, 1, dg("agg"))
+        challenger = next(a for a in members if a != sub)
+        rows.append(("challenge", gas(task.challenge(challenger, 1))))
+        dom = Domain(chain.chain_id, task.address)
+        signers = sorted((a for a in members if a != challenger), key=lambda a: int(a.address, 16))
+        sh = verdict_struct_hash(1, 0, dg("agg"), False, 0)
+        sigs = [sign_struct(a, dom, sh) for a in signers[: commit_quorum(n)]]
+        rows.append(
+            (
+                "resolveDispute, upheld, 3 signatures (n=4)",
+                gas(task.resolve_dispute(owner, 1, 0, False, 0, sigs)),
+            )
+        )
+    chain, task, owner, members = setup(4, 4)
+    chain.mine(int(task.config().submit_timeout) + 1)
+    rows.append(("advanceAttempt (penalty)", gas(task.advance_attempt(owner, 1))))
+    if hasattr(task, "skip_round"):
+        chain, task, owner, members, clients = deploy(4, 4, collect_timeout=3)
+        task.submit_update(clients[0], 1, dg("one"), 10)
+        chain.mine(int(task.config().collect_window) + 4)
+        rows.append(("skipRound (opens the next round)", gas(task.skip_round(owner, 1))))
+        chain, task, owner, members, clients = deploy(4, 4, abort_timeout=3)
+        chain.mine(4)
+        rows.append(("abortTask (collecting, no bonds held)", gas(task.abort_task(owner))))
+        rows.append(("releaseStake after abortTask", gas(task.release_stake(members[0]))))
+    return rows
+
+
+def main() -> None:
+    rows: list[tuple[str, int]] = issue20_rows()
     for n in (4, 10):
         _, task, _, aggs = setup(n, 4, attest_window=20)
         g = [gas(task.attest(a, 1, [True] * 4)) for a in aggs[: commit_quorum(n)]]

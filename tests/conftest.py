@@ -67,14 +67,14 @@ def chain() -> Chain:
 
 @pytest.fixture
 def task_factory(chain: Chain) -> Callable[..., TaskSetup]:
-    """``task_factory(n_aggregators=3, n_clients=4, start=True, **config_overrides)``.
+    """``task_factory(n_aggregators=4, n_clients=4, start=True, **config_overrides)``.
 
     Deploys a FedChainTask from ``accounts[0]``, registers aggregators and clients from the
     following accounts (in that order) and optionally starts it.
     """
 
     def make(
-        *, n_aggregators: int = 3, n_clients: int = 4, start: bool = True, **overrides: Any
+        *, n_aggregators: int = 4, n_clients: int = 4, start: bool = True, **overrides: Any
     ) -> TaskSetup:
         if 1 + n_aggregators + n_clients > len(chain.accounts):
             raise ValueError("not enough accounts on the fixture chain")

@@ -50,7 +50,6 @@ from adapters.contract import (
     QuorumNotReached,
     RoundNotOpen,
     SignerNotMember,
-    SignerSlashed,
     TaskConfig,
     TaskContract,
     TaskRevert,
@@ -63,6 +62,7 @@ from consensus.messages import Commit, Domain, Prepare, PrePrepare, sign, sign_s
 from consensus.pbft import Evidence
 from consensus.quorums import commit_quorum
 from tests.conftest import DEFAULT_TASK_CONFIG
+from tests.test_contract import BURN
 
 ETHER = 10**18
 N_AGGREGATORS = 4
@@ -137,6 +137,8 @@ class TaskMachine(RuleBasedStateMachine):
         # model
         self.stakes = {a.address: CONFIG.aggregator_stake for a in b.aggregators}
         self.credits = {a.address: 0 for a in self.accounts}
+        self.credits[BURN] = 0  # issue 20: penalties and slash remainders are burned
+        self.challenged: set[tuple[int, int, str]] = set()  # (round, attempt, member)
         self.slashed: set[str] = set()
         self.equivocators: set[str] = set()  # slashed for equivocation (may hold a submission)
         self.discarded: set[bytes] = set()  # digests whose dispute expired
@@ -303,7 +305,7 @@ class TaskMachine(RuleBasedStateMachine):
         if self.attempt(predicted, lambda: self.task.advance_attempt(self.owner, r)) and laggard:
             penalty = min(CONFIG.timeout_penalty, self.stakes[laggard])
             self.add_stake(laggard, -penalty)
-            self.add_credit(self.owner.address, penalty)
+            self.add_credit(BURN, penalty)
 
     @precondition(lambda m: m.phase_in(Phase.SUBMITTED, Phase.DISPUTED))
     @rule(
@@ -330,10 +332,12 @@ class TaskMachine(RuleBasedStateMachine):
             and acct != self.b.outsider
             and acct.address not in self.slashed
             and acct.address != info.aggregator
+            and (r, info.submission_attempt, acct.address) not in self.challenged
             and not bad_value
         )
         value = CONFIG.challenge_bond + (1 if bad_value else 0)
         if self.attempt(predicted, lambda: self.task.challenge(acct, r, value=value)):
+            self.challenged.add((r, info.submission_attempt, acct.address))
             event("challenge accepted")
 
     @precondition(lambda m: m.phase_in(Phase.DISPUTED))
@@ -371,12 +375,12 @@ class TaskMachine(RuleBasedStateMachine):
             self.add_stake(submitter, -self.stakes[submitter])
             self.slashed.add(submitter)
             self.add_credit(challenger, CONFIG.challenge_bond + slashed // 2)
-            self.add_credit(self.owner.address, slashed - slashed // 2)
+            self.add_credit(BURN, slashed - slashed // 2)
             after = self.task.round_info(r)
             assert after.phase == Phase.AGGREGATING and after.attempt == info.attempt + 1
             assert after.attempt_start == receipt["blockNumber"]
         else:
-            self.add_credit(self.owner.address, CONFIG.challenge_bond)
+            self.add_credit(BURN, CONFIG.challenge_bond)
             assert self.task.phase(r) == Phase.SUBMITTED
 
     @precondition(lambda m: m.phase_in(Phase.DISPUTED))
@@ -407,8 +411,11 @@ class TaskMachine(RuleBasedStateMachine):
         elif kind == "slashed":
             if not self.slashed:
                 return
-            signers = members[: max(self.quorum, len(members))]  # includes the slashed ones
-            sigs, error = self.sigs(signers, r, attempt, digest, faulty), (SignerSlashed,)
+            # the slashed ones do not count (issue 20: nor do they void the rest): one live
+            # signer short of the quorum
+            slashed = [a for a in members if a.address in self.slashed]
+            signers = [*slashed, *live[: self.quorum - 1]]
+            sigs, error = self.sigs(signers, r, attempt, digest, faulty), (QuorumNotReached,)
         else:  # stale: signed for an earlier attempt, or an earlier view's opposite verdict
             stale_attempt = attempt - 1 if attempt > 0 else attempt + 1
             sigs = self.sigs(live[: self.quorum], r, stale_attempt, digest, faulty)
@@ -437,7 +444,9 @@ class TaskMachine(RuleBasedStateMachine):
         if receipt is None:
             return
         event("dispute expired")
-        self.add_credit(self.owner.address, CONFIG.aggregate_bond + CONFIG.challenge_bond)
+        assert info.aggregator is not None
+        self.add_credit(info.aggregator, CONFIG.aggregate_bond)  # nothing proven: refunded
+        self.add_credit(BURN, CONFIG.challenge_bond)
         self.discarded.add(info.aggregate_digest)
         after = self.task.round_info(r)
         assert after.phase == Phase.AGGREGATING and after.attempt == info.attempt + 1
@@ -478,7 +487,7 @@ class TaskMachine(RuleBasedStateMachine):
         self.slashed.add(liar.address)
         self.equivocators.add(liar.address)
         self.add_credit(by.address, amount // 2)
-        self.add_credit(self.owner.address, amount - amount // 2)
+        self.add_credit(BURN, amount - amount // 2)
 
     @precondition(lambda m: m.phase_in(Phase.SUBMITTED, Phase.DISPUTED))
     @rule()
@@ -598,9 +607,9 @@ class TaskMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         for r, digest in self.finalized.items():
             assert self.task.round_digest(r) == digest
-        self.check_accounts({a.address for a in self.accounts})
+        self.check_accounts({a.address for a in self.accounts} | {BURN})
         stakes = sum(self.task.aggregator_info(a.address).stake for a in self.b.aggregators)
-        credits = sum(self.task.credits(a.address) for a in self.accounts)
+        credits = sum(self.task.credits(a.address) for a in self.accounts) + self.task.credits(BURN)
         _, info = self.current()
         held = 0
         if info.phase in (Phase.SUBMITTED, Phase.DISPUTED):

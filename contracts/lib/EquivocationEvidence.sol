@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
+
+/// @title EquivocationEvidence
+/// @notice The checking half of `FedChainTask.slashEquivocation`, in a contract of its own so
+///         that FedChainTask stays under the EIP-170 code size limit: each task deploys one in
+///         its constructor and forwards the evidence calldata to it unchanged (same function
+///         signature, so the same selector). Pure checks only: it holds no state and moves no
+///         value, so calling it directly is harmless.
+/// @dev Signatures are checked under the EIP-712 domain of the *caller* ({name
+///      "FedChainTask", version "1", chainId, msg.sender}), which equals the task's own
+///      domain when the task calls it.
+contract EquivocationEvidence {
+    /// @notice One signed PBFT vote (same layout as `FedChainTask.SignedVote`).
+    struct SignedVote {
+        uint256 round;
+        uint256 attempt;
+        bytes32 aggregateDigest;
+        bool faulty;
+        bytes signature;
+    }
+
+    /// @param reason 1 unknown message kind, 2 the two messages do not conflict, 3 they were
+    ///        signed by different members (same error as FedChainTask's).
+    error InvalidEvidence(uint8 reason);
+    /// @param reason OpenZeppelin `ECDSA.RecoverError` (same error as FedChainTask's).
+    error InvalidSignature(uint256 index, uint8 reason);
+
+    bytes32 private constant _DOMAIN_TYPEHASH =
+        keccak256("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)");
+    bytes32 private constant _NAME_HASH = keccak256("FedChainTask");
+    bytes32 private constant _VERSION_HASH = keccak256("1");
+    bytes32 private constant _DISPUTE_VERDICT_TYPEHASH = keccak256(
+        "DisputeVerdict(uint256 round,uint256 attempt,bytes32 aggregateDigest,bool faulty,uint256 view)"
+    );
+    bytes32 private constant _PRE_PREPARE_TYPEHASH = keccak256(
+        "PrePrepare(uint256 view,uint256 seq,uint256 round,uint256 attempt,bytes32 aggregateDigest,bool faulty)"
+    );
+    bytes32 private constant _PREPARE_TYPEHASH = keccak256(
+        "Prepare(uint256 view,uint256 seq,uint256 round,uint256 attempt,bytes32 aggregateDigest,bool faulty)"
+    );
+
+    /// @notice The member that signed both conflicting messages `a` and `b` of `kind` (0
+    ///         PrePrepare, 1 Prepare, 2 DisputeVerdict) in view `viewNumber` (and sequence
+    ///         number `seq`, kinds 0 and 1) under the caller's domain; reverts unless they are
+    ///         a valid equivocation (see `FedChainTask.slashEquivocation`).
+    function slashEquivocation(
+        uint8 kind,
+        uint256 viewNumber,
+        uint256 seq,
+        SignedVote calldata a,
+        SignedVote calldata b
+    ) external view returns (address signer) {
+        // INVARIANT: evidence is one of the three slashable message kinds.
+        if (kind > 2) revert InvalidEvidence(1);
+        bool sameDispute = a.round == b.round && a.attempt == b.attempt && a.aggregateDigest == b.aggregateDigest;
+        // INVARIANT: only a conflicting pair is evidence: commits of one dispute and view with
+        // opposite verdicts, or slot votes of one (view, seq) with different content.
+        if (kind == 2 ? !(sameDispute && a.faulty != b.faulty) : (sameDispute && a.faulty == b.faulty)) {
+            revert InvalidEvidence(2);
+        }
+        bytes32 separator =
+            keccak256(abi.encode(_DOMAIN_TYPEHASH, _NAME_HASH, _VERSION_HASH, block.chainid, msg.sender));
+        signer = _voteSigner(separator, 0, kind, viewNumber, seq, a);
+        // INVARIANT: both messages were signed by the same member.
+        if (_voteSigner(separator, 1, kind, viewNumber, seq, b) != signer) revert InvalidEvidence(3);
+    }
+
+    /// @dev The signer of `vote` (evidence entry `index`) as a message of `kind`; reverts on a
+    ///      malformed signature.
+    function _voteSigner(
+        bytes32 separator,
+        uint256 index,
+        uint8 kind,
+        uint256 viewNumber,
+        uint256 seq,
+        SignedVote calldata vote
+    ) private pure returns (address signer) {
+        bytes32 structHash;
+        if (kind == 2) {
+            structHash = keccak256(
+                abi.encode(_DISPUTE_VERDICT_TYPEHASH, vote.round, vote.attempt, vote.aggregateDigest, vote.faulty, viewNumber)
+            );
+        } else {
+            structHash = keccak256(
+                abi.encode(
+                    kind == 0 ? _PRE_PREPARE_TYPEHASH : _PREPARE_TYPEHASH,
+                    viewNumber,
+                    seq,
+                    vote.round,
+                    vote.attempt,
+                    vote.aggregateDigest,
+                    vote.faulty
+                )
+            );
+        }
+        bytes32 digest = keccak256(abi.encodePacked("\x19\x01", separator, structHash));
+        ECDSA.RecoverError err;
+        // The third return value (the error's argument) adds nothing to `err`.
+        // slither-disable-next-line unused-return
+        (signer, err,) = ECDSA.tryRecoverCalldata(digest, vote.signature);
+        // INVARIANT: only well-formed, non-malleable signatures are evidence.
+        if (err != ECDSA.RecoverError.NoError) revert InvalidSignature(index, uint8(err));
+    }
+}
