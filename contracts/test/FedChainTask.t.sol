@@ -90,9 +90,14 @@ contract FedChainTaskUnitTest is TaskFixture {
         vm.prank(agg(0));
         vm.expectRevert(abi.encodeWithSelector(FedChainTask.AggregatorAlreadyRegistered.selector, agg(0)));
         task.registerAggregator{value: STAKE}();
+        for (uint256 i = 1; i < 4; ++i) {
+            vm.deal(agg(i), STAKE);
+            vm.prank(agg(i));
+            task.registerAggregator{value: STAKE}();
+        }
         startTask();
-        vm.deal(agg(1), STAKE);
-        vm.prank(agg(1));
+        vm.deal(agg(4), STAKE);
+        vm.prank(agg(4));
         vm.expectRevert(FedChainTask.TaskAlreadyStarted.selector);
         task.registerAggregator{value: STAKE}();
     }
@@ -114,7 +119,7 @@ contract FedChainTaskUnitTest is TaskFixture {
     function test_start_guardsAndEvents() public {
         deploy(defaultConfig());
         vm.prank(owner);
-        vm.expectRevert(FedChainTask.NoAggregators.selector);
+        vm.expectRevert(abi.encodeWithSelector(FedChainTask.CommitteeTooSmall.selector, 0, 4));
         task.start();
         registerCommittee(4);
         vm.prank(agg(0));
@@ -373,7 +378,8 @@ contract FedChainTaskUnitTest is TaskFixture {
         task.advanceAttempt(1);
         (,,, uint256 stake,,) = task.aggregatorInfo(laggard);
         assertEq(stake, STAKE - PENALTY, "penalty taken from the stake");
-        assertEq(task.credits(owner), PENALTY, "penalty credited to the owner");
+        assertEq(task.credits(BURN), PENALTY, "penalty burned");
+        assertEq(task.credits(owner), 0, "the owner gains nothing");
         (address next, uint256 attempt,) = task.currentAggregator();
         assertEq(attempt, 1, "attempt 1");
         assertEq(next, agg(1), "next member");
@@ -473,7 +479,8 @@ contract FedChainTaskUnitTest is TaskFixture {
         emit FedChainTask.DisputeResolved(1, 0, true, 0, challenger, slashed, slashed / 2, slashed - slashed / 2);
         task.resolveDispute(1, 0, true, 0, sigs);
         assertEq(task.credits(challenger), CHALLENGE_BOND + slashed / 2, "challenger: bond + half");
-        assertEq(task.credits(owner), slashed - slashed / 2, "treasury: the rest");
+        assertEq(task.credits(BURN), slashed - slashed / 2, "the rest burned");
+        assertEq(task.credits(owner), 0, "the owner gains nothing");
         (,, bool isSlashed, uint256 stake,,) = task.aggregatorInfo(chosen);
         assertTrue(isSlashed, "slashed");
         assertEq(stake, 0, "stake gone");
@@ -484,7 +491,7 @@ contract FedChainTaskUnitTest is TaskFixture {
         assertTrue(next != chosen && next != address(0), "rotation skips the slashed member");
     }
 
-    function test_resolveDispute_upheldForfeitsChallengeBond() public {
+    function test_resolveDispute_upheldBurnsChallengeBond() public {
         (address chosen, address challenger) = _disputed(honestDigest(1));
         bytes[] memory sigs = certificate(1, 0, honestDigest(1), false, 2, membersExcept(4, address(0), 3));
         vm.expectEmit(true, true, false, true, address(task));
@@ -492,6 +499,7 @@ contract FedChainTaskUnitTest is TaskFixture {
         task.resolveDispute(1, 0, false, 2, sigs);
         assertEq(uint256(task.phase(1)), uint256(FedChainTask.Phase.Submitted), "back to submitted");
         assertEq(task.credits(challenger), 0, "challenger loses its bond");
+        assertEq(task.credits(BURN), CHALLENGE_BOND, "burned, not paid to anyone");
         vm.roll(task.getRound(1).challengeDeadline + 1);
         task.finalize(1);
         assertEq(task.credits(chosen), BOND, "honest submitter's bond back");
@@ -549,8 +557,10 @@ contract FedChainTaskUnitTest is TaskFixture {
         task.expireDispute(1);
         vm.roll(deadline + 1);
         vm.expectEmit(true, true, true, true, address(task));
-        emit FedChainTask.DisputeExpired(1, 0, chosen, challenger, BOND + CHALLENGE_BOND);
+        emit FedChainTask.DisputeExpired(1, 0, chosen, challenger, CHALLENGE_BOND);
         task.expireDispute(1);
+        assertEq(task.credits(chosen), BOND, "submitter's bond refunded");
+        assertEq(task.credits(BURN), CHALLENGE_BOND, "challenge bond burned");
         assertEq(task.getRound(1).attempt, 1, "attempt 1");
         assertEq(uint256(task.phase(1)), uint256(FedChainTask.Phase.Aggregating), "aggregating");
     }
@@ -598,7 +608,7 @@ contract FedChainTaskUnitTest is TaskFixture {
         vm.prank(reporter);
         task.slashEquivocation(2, 5, 0, a, b);
         assertEq(task.credits(reporter), STAKE / 2, "reporter half");
-        assertEq(task.credits(owner), STAKE - STAKE / 2, "treasury rest");
+        assertEq(task.credits(BURN), STAKE - STAKE / 2, "the rest burned");
         vm.expectRevert(abi.encodeWithSelector(FedChainTask.AggregatorIsSlashed.selector, agg(2)));
         task.slashEquivocation(2, 5, 0, a, b);
     }

@@ -115,14 +115,14 @@ contract FedChainTaskFuzzTest is TaskFixture {
 
     // -- stakes, penalties, rotation ----------------------------------------------------------
 
-    /// @notice Missed deadlines: each laggard loses min(timeoutPenalty, stake) to the owner, the
+    /// @notice Missed deadlines: each laggard loses min(timeoutPenalty, stake) (burned), the
     ///         rotation walks on to the next member that is still at the stake and was active
     ///         when the attempt started; value is conserved throughout.
     function testFuzz_timeoutsPenaliseAndRotate(uint256 n, uint256 penalty, uint256 attempts, bool seeded, bytes32 seed)
         public
     {
         FedChainTask.TaskConfig memory cfg = defaultConfig();
-        n = bound(n, 1, 8);
+        n = bound(n, 4, 8);
         cfg.timeoutPenalty = bound(penalty, 0, 2 * STAKE);
         cfg.rotationPolicy = seeded ? 1 : 0;
         cfg.rotationSeed = seed;
@@ -136,22 +136,23 @@ contract FedChainTaskFuzzTest is TaskFixture {
         for (uint256 i = 0; i < n; ++i) {
             stakes[i] = STAKE;
         }
-        uint256 ownerCredit = 0;
+        uint256 burned = 0;
         attempts = bound(attempts, 0, 10);
         for (uint256 a = 0; a < attempts; ++a) {
-            ownerCredit += _timeOut(cfg, stakes, a);
+            burned += _timeOut(cfg, stakes, a);
         }
-        uint256 total = ownerCredit;
+        uint256 total = burned;
         for (uint256 i = 0; i < n; ++i) {
             assertEq(stakeOf(agg(i)), stakes[i], "stake");
             total += stakes[i];
         }
-        assertEq(task.credits(owner), ownerCredit, "owner credited the penalties");
+        assertEq(task.credits(BURN), burned, "penalties burned");
+        assertEq(task.credits(owner), 0, "the owner gains nothing");
         assertEq(address(task).balance, total, "value conserved");
     }
 
     /// @dev One missed deadline at attempt `a`, checked against the model `stakes`; returns the
-    ///      penalty the owner was credited.
+    ///      penalty burned.
     function _timeOut(FedChainTask.TaskConfig memory cfg, uint256[] memory stakes, uint256 a)
         private
         returns (uint256 p)
@@ -222,14 +223,15 @@ contract FedChainTaskFuzzTest is TaskFixture {
         if (faulty) {
             uint256 slashed = cfg.aggregatorStake + cfg.aggregateBond;
             assertEq(task.credits(challenger), cfg.challengeBond + slashed / 2, "challenger");
-            assertEq(task.credits(owner), slashed - slashed / 2, "treasury");
+            assertEq(task.credits(BURN), slashed - slashed / 2, "the rest burned");
             assertEq(stakeOf(chosen), 0, "submitter's stake gone");
         } else {
-            assertEq(task.credits(owner), cfg.challengeBond, "forfeited challenge bond");
+            assertEq(task.credits(BURN), cfg.challengeBond, "forfeited challenge bond burned");
             assertEq(task.credits(challenger), 0, "challenger");
         }
         assertEq(address(task).balance, before, "no value moves out before withdraw");
-        uint256 sum = task.credits(owner) + task.credits(challenger) + _stakes(4);
+        assertEq(task.credits(owner), 0, "the owner gains nothing");
+        uint256 sum = task.credits(BURN) + task.credits(challenger) + _stakes(4);
         if (!faulty) sum += cfg.aggregateBond; // still held for the standing submission
         assertEq(address(task).balance, sum, "balance = stakes + held bond + credits");
     }
@@ -287,30 +289,40 @@ contract FedChainTaskFuzzTest is TaskFixture {
         task.resolveDispute(1, 0, faulty, 0, sigs);
     }
 
-    /// @notice `withdraw` pays exactly the credits, once.
-    function testFuzz_withdrawPaysExactlyTheCredits(uint256 penalty, uint8 timeouts) public {
+    /// @notice `withdraw` pays exactly the credits, once: a submitter's bond after a round
+    ///         that first went through fuzzed missed deadlines.
+    function testFuzz_withdrawPaysExactlyTheCredits(uint256 bond, uint8 timeouts) public {
         FedChainTask.TaskConfig memory cfg = defaultConfig();
-        cfg.timeoutPenalty = bound(penalty, 1, STAKE);
+        cfg.aggregateBond = bound(bond, 1, 1e24);
         deploy(cfg);
         registerCommittee(4);
         registerClients(2);
         startTask();
         submitUpdates(1, 2);
         closeCollection(1);
-        uint256 t = bound(timeouts, 1, 6);
+        uint256 t = bound(timeouts, 0, 3);
         for (uint256 i = 0; i < t; ++i) {
             (,, uint256 deadline) = task.currentAggregator();
             vm.roll(deadline + 1);
             task.advanceAttempt(1);
         }
-        uint256 owed = task.credits(owner);
-        assertGt(owed, 0, "penalties owed");
-        uint256 before = owner.balance;
+        (address chosen,,) = task.currentAggregator();
+        vm.deal(chosen, cfg.aggregateBond);
+        vm.prank(chosen);
+        task.submitAggregate{value: cfg.aggregateBond}(1, honestDigest(1));
+        vm.roll(task.getRound(1).challengeDeadline + 1);
+        task.finalize(1);
+        uint256 owed = task.credits(chosen);
+        assertEq(owed, cfg.aggregateBond, "the bond is owed");
+        uint256 before = chosen.balance;
         uint256 held = address(task).balance;
-        vm.prank(owner);
+        vm.prank(chosen);
         task.withdraw();
-        assertEq(owner.balance - before, owed, "paid the credits");
+        assertEq(chosen.balance - before, owed, "paid the credits");
         assertEq(address(task).balance, held - owed, "left the contract");
-        assertEq(task.credits(owner), 0, "credits cleared");
+        assertEq(task.credits(chosen), 0, "credits cleared");
+        vm.prank(chosen);
+        vm.expectRevert(abi.encodeWithSelector(FedChainTask.NothingToWithdraw.selector, chosen));
+        task.withdraw();
     }
 }

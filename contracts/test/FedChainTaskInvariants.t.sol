@@ -28,7 +28,8 @@ contract TaskHandler is TaskFixture {
     uint256 public falseVerdicts; // certificates of a wrong verdict that were accepted
     uint256 public honestSlashed; // honest members slashed
     uint256 public wrongFinalized; // rounds finalized with a wrong (Byzantine) digest
-    uint256 public finalizedRounds;
+    uint256 public finalizedRounds; // finalized or skipped
+    bool public aborted;
     mapping(uint256 round => bytes32) public finalizedDigest;
     mapping(uint256 round => uint256) public finalizedAt;
     mapping(bytes4 action => uint256) public calls; // successful calls per action
@@ -40,6 +41,8 @@ contract TaskHandler is TaskFixture {
         cfg.challengeWindow = 3;
         cfg.attestWindow = 3;
         cfg.disputeTimeout = 5;
+        cfg.collectTimeout = 6;
+        cfg.abortTimeout = 60;
         deploy(cfg);
         registerCommittee(N);
         registerClients(CLIENTS);
@@ -88,8 +91,9 @@ contract TaskHandler is TaskFixture {
 
     // -- actions ---------------------------------------------------------------------------
 
+    /// @notice Time passes: 1-6 blocks, or (one time in 16) long enough for the task to stall.
     function roll(uint8 blocks) external {
-        vm.roll(block.number + 1 + (blocks % 6));
+        vm.roll(block.number + 1 + (blocks % 16 == 0 ? cfg.abortTimeout : blocks % 6));
         _count(this.roll.selector);
     }
 
@@ -200,10 +204,9 @@ contract TaskHandler is TaskFixture {
         FedChainTask.RoundInfo memory info = _info();
         if (info.phase != FedChainTask.Phase.Disputed) return;
         bool honestSubmission = info.aggregateDigest == honestDigest(round);
-        // issue 20 item 5: today's contract sends an expired dispute's aggregate bond to the
-        // treasury even when the aggregate was right (FedChainTaskUnitTest
-        // test_expireDispute_guardsAndReopens documents the split). Until that is fixed the
-        // campaign only expires disputes of wrong aggregates.
+        // issue 20 item 5: before wip/20a an expired dispute sent the aggregate bond to the
+        // treasury even when the aggregate was right; this campaign found it
+        // (FedChainTaskExitsTest.test_expireDispute_refundsTheHonestSubmittersBond).
         if (honestSubmission && !EXPIRY_REFUNDS_HONEST_BOND) return;
         if (wait && block.number <= info.disputeDeadline) vm.roll(info.disputeDeadline + 1);
         address submitter = info.aggregator;
@@ -215,11 +218,12 @@ contract TaskHandler is TaskFixture {
     }
 
     /// @dev Whether the contract under test refunds the bond of a submission whose dispute
-    ///      expired (issue 20 item 5, not in today's contract).
-    bool internal constant EXPIRY_REFUNDS_HONEST_BOND = false;
+    ///      expired (issue 20 item 5: it does since wip/20a; false skips that path).
+    bool internal constant EXPIRY_REFUNDS_HONEST_BOND = true;
 
     /// @notice Moves the current round one step the way a live network would: clients
-    ///         register, honest members attest, the chosen member submits (or, one time in
+    ///         register (or, one time in five, stay away until the round is skipped), honest
+    ///         members attest, the chosen member submits (or, one time in
     ///         four, an honest one lets its deadline pass), honest members challenge a wrong
     ///         aggregate (and the Byzantine one, one time in three, a right one), the window
     ///         passes and anyone finalizes, a dispute gets the honest certificate (or, one time
@@ -231,6 +235,8 @@ contract TaskHandler is TaskFixture {
         if (phase == FedChainTask.Phase.Collecting) {
             if (task.getRound(round).closeBlock != 0) {
                 vm.roll(task.getRound(round).closeBlock);
+            } else if (seed % 5 == 0) {
+                this.skipRound(true); // clients stay away: the round times out and is skipped
             } else {
                 this.submitUpdate(seed, seed);
                 this.submitUpdate(seed ^ 1, seed);
@@ -264,6 +270,41 @@ contract TaskHandler is TaskFixture {
             }
         }
         _count(this.progress.selector);
+    }
+
+    /// @notice A round short of minUpdates: wait out its collect timeout (if `wait`) and skip it.
+    function skipRound(bool wait) external {
+        uint256 round = _round();
+        if (task.taskCompleted() || task.phase(round) != FedChainTask.Phase.Collecting) return;
+        uint256 timeoutBlock = task.getRound(round).openBlock + cfg.collectWindow + cfg.collectTimeout;
+        if (wait && block.number <= timeoutBlock) vm.roll(timeoutBlock + 1);
+        bytes32 carried = round == 1 ? MODEL0 : task.roundDigest(round - 1);
+        try task.skipRound(round) {
+            _count(this.skipRound.selector);
+            if (block.number <= timeoutBlock) earlyFinalizations += 1;
+            finalizedDigest[round] = carried;
+            finalizedAt[round] = block.number;
+            finalizedRounds += 1;
+        } catch {}
+    }
+
+    /// @notice The task stalls (nobody moves it for abortTimeout blocks, if `wait`) and anyone
+    ///         aborts it; the open submission's bonds go back to their owners.
+    function abortTask(bool wait) external {
+        uint256 round = _round();
+        if (task.taskCompleted()) return;
+        uint256 abortBlock = task.getRound(round).openBlock + cfg.abortTimeout;
+        if (wait && block.number <= abortBlock) vm.roll(abortBlock + 1);
+        FedChainTask.RoundInfo memory info = _info();
+        bool holdsBond = info.phase == FedChainTask.Phase.Submitted || info.phase == FedChainTask.Phase.Disputed;
+        uint256 before = holdsBond ? task.credits(info.aggregator) : 0;
+        try task.abortTask() {
+            _count(this.abortTask.selector);
+            aborted = true;
+            if (holdsBond && info.aggregateDigest == honestDigest(round) && task.credits(info.aggregator) < before + BOND) {
+                honestBondLoss += BOND;
+            }
+        } catch {}
     }
 
     function finalize() external {
@@ -337,9 +378,10 @@ contract TaskHandler is TaskFixture {
 
     // -- checks the invariants call ----------------------------------------------------------
 
-    /// @notice Value the contract must hold: every stake, every credit, and the bonds of the
-    ///         current round's open submission (aggregate bond while Submitted or Disputed,
-    ///         plus the challenge bond while Disputed). Nothing else is held.
+    /// @notice Value the contract must hold: every stake, every credit, the burned value
+    ///         (`credits(address(0))`, which nobody can withdraw) and the bonds of the current
+    ///         round's open submission (aggregate bond while Submitted or Disputed, plus the
+    ///         challenge bond while Disputed, until the task ended). Nothing else is held.
     function owed() public view returns (uint256 total) {
         address[] memory list = actors();
         for (uint256 i = 0; i < list.length; ++i) {
@@ -348,17 +390,18 @@ contract TaskHandler is TaskFixture {
         for (uint256 i = 0; i < N; ++i) {
             total += stakeOf(agg(i));
         }
+        total += task.credits(address(0)); // burned: penalties, slash remainders, forfeits
         uint256 round = _round();
-        if (round != 0) {
+        if (round != 0 && !aborted) {
             FedChainTask.Phase phase = task.phase(round);
             if (phase == FedChainTask.Phase.Submitted) total += BOND;
             if (phase == FedChainTask.Phase.Disputed) total += BOND + CHALLENGE_BOND;
         }
     }
 
-    /// @notice After completion: every member releases its stake and everyone withdraws; each
-    ///         receives exactly its stake + credits, and the contract ends empty. Returns the
-    ///         value left behind (must be 0).
+    /// @notice After the task ended (completed or aborted): every member releases its stake
+    ///         and everyone withdraws; each receives exactly its stake + credits. Returns the
+    ///         value left behind, which must be exactly the burned value.
     function drainAfterCompletion() external returns (uint256 left) {
         address[] memory list = actors();
         for (uint256 i = 0; i < list.length; ++i) {
@@ -378,7 +421,21 @@ contract TaskHandler is TaskFixture {
             task.withdraw();
             require(account.balance - before == due, "paid other than owed");
         }
-        return address(task).balance;
+        return address(task).balance - task.credits(address(0));
+    }
+
+    /// @notice Whether the task has been stalled for more than abortTimeout blocks.
+    function stalled() public view returns (bool) {
+        if (task.taskCompleted()) return false;
+        return block.number > task.getRound(_round()).openBlock + cfg.abortTimeout;
+    }
+
+    /// @notice Aborts a stalled task (must succeed) and drains it; returns the value left
+    ///         behind beyond the burned value.
+    function abortAndDrain() external returns (uint256) {
+        task.abortTask();
+        aborted = true;
+        return this.drainAfterCompletion();
     }
 
     function honestMembersSlashed() external view returns (uint256 count) {
@@ -404,7 +461,7 @@ contract FedChainTaskInvariantTest is Test {
     function setUp() public {
         handler = new TaskHandler();
         task = FedChainTask(handler.taskAddress());
-        bytes4[] memory selectors = new bytes4[](20);
+        bytes4[] memory selectors = new bytes4[](22);
         selectors[0] = TaskHandler.roll.selector;
         selectors[1] = TaskHandler.submitUpdate.selector;
         selectors[2] = TaskHandler.relayBatch.selector;
@@ -427,6 +484,8 @@ contract FedChainTaskInvariantTest is Test {
         selectors[17] = TaskHandler.progress.selector;
         selectors[18] = TaskHandler.progress.selector;
         selectors[19] = TaskHandler.challenge.selector;
+        selectors[20] = TaskHandler.skipRound.selector;
+        selectors[21] = TaskHandler.abortTask.selector;
         targetContract(address(handler));
         targetSelector(FuzzSelector({addr: address(handler), selectors: selectors}));
     }
@@ -439,10 +498,18 @@ contract FedChainTaskInvariantTest is Test {
         assertEq(handler.deposited(), address(task).balance + handler.withdrawn(), "paid in = held + paid out");
     }
 
-    /// @notice After the task ends, every party can withdraw exactly what it is owed.
+    /// @notice After the task ends (completed or aborted), every party can withdraw exactly
+    ///         what it is owed; only the burned value stays.
     function invariant_everyoneWithdrawsExactlyAfterCompletion() public {
         if (!task.taskCompleted()) return;
         assertEq(handler.drainAfterCompletion(), 0, "value left after everyone withdrew");
+    }
+
+    /// @notice After the task deadline (abortTimeout blocks without a new round) anyone can end
+    ///         the task, and then every stake, bond and credit is withdrawable.
+    function invariant_stalledTaskEndsAndPaysEveryone() public {
+        if (!handler.stalled()) return;
+        assertEq(handler.abortAndDrain(), 0, "value left after abort and withdrawals");
     }
 
     /// @notice No round finalizes at or before its challenge deadline.
@@ -458,7 +525,8 @@ contract FedChainTaskInvariantTest is Test {
             if (recorded != bytes32(0)) assertEq(task.roundDigest(r), recorded, "finalized digest changed");
             else assertEq(task.roundDigest(r), bytes32(0), "finalized without the handler");
         }
-        assertEq(handler.finalizedRounds() + (task.taskCompleted() ? 0 : 1), current, "one open round");
+        uint256 open = !task.taskCompleted() || handler.aborted() ? 1 : 0;
+        assertEq(handler.finalizedRounds() + open, current, "one open round");
     }
 
     /// @notice An honest submitter never loses its bond; honest members are never slashed;

@@ -17,6 +17,8 @@ abstract contract TaskFixture is Test {
     uint256 internal constant BOND = 1 ether;
     uint256 internal constant CHALLENGE_BOND = 0.5 ether;
     uint256 internal constant PENALTY = 2 ether;
+    /// @dev Burned value is credited to address(0), which nobody can withdraw.
+    address internal constant BURN = address(0);
     bytes32 internal constant MODEL0 = keccak256("initial model");
 
     FedChainTask internal task;
@@ -40,6 +42,9 @@ abstract contract TaskFixture is Test {
         cfg.aggregateBond = BOND;
         cfg.challengeBond = CHALLENGE_BOND;
         cfg.timeoutPenalty = PENALTY;
+        cfg.maxSamples = 1_000_000;
+        cfg.collectTimeout = 10;
+        cfg.abortTimeout = 200;
     }
 
     function deploy(FedChainTask.TaskConfig memory cfg) internal returns (FedChainTask) {
