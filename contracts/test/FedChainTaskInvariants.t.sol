@@ -29,6 +29,7 @@ contract TaskHandler is TaskFixture {
     uint256 public honestSlashed; // honest members slashed
     uint256 public wrongFinalized; // rounds finalized with a wrong (Byzantine) digest
     uint256 public finalizedRounds; // finalized or skipped
+    uint256 public overweightAccepted; // updates accepted above maxSamples
     bool public aborted;
     mapping(uint256 round => bytes32) public finalizedDigest;
     mapping(uint256 round => uint256) public finalizedAt;
@@ -97,12 +98,16 @@ contract TaskHandler is TaskFixture {
         _count(this.roll.selector);
     }
 
+    /// @notice A client registers its update; one time in four it claims any weight at all
+    ///         (up to 2**64 - 1, the weight-inflation attack).
     function submitUpdate(uint8 who, uint64 samples) external {
         uint256 i = who % CLIENTS;
         uint256 round = _round();
+        uint64 weight = samples % 4 == 0 ? samples : uint64(bound(samples, 1, 1000));
         vm.prank(client(i));
-        try task.submitUpdate(round, updateDigest(round, i), uint64(bound(samples, 1, 1000))) {
+        try task.submitUpdate(round, updateDigest(round, i), weight) {
             _count(this.submitUpdate.selector);
+            if (weight > cfg.maxSamples) overweightAccepted += 1;
         } catch {}
     }
 
@@ -527,6 +532,11 @@ contract FedChainTaskInvariantTest is Test {
         }
         uint256 open = !task.taskCompleted() || handler.aborted() ? 1 : 0;
         assertEq(handler.finalizedRounds() + open, current, "one open round");
+    }
+
+    /// @notice No update heavier than `maxSamples` is ever registered (issue 20 item 2).
+    function invariant_noUpdateAboveMaxSamples() public view {
+        assertEq(handler.overweightAccepted(), 0, "update above maxSamples accepted");
     }
 
     /// @notice An honest submitter never loses its bond; honest members are never slashed;
