@@ -197,6 +197,8 @@ class TaskConfig:
     collect_timeout: int = 50
     #: blocks without a new round (or start, counted from deployment) until anyone may abort
     abort_timeout: int = 10_000
+    #: only accounts the owner allowed (``allow_clients``) may register as clients
+    client_allowlist: bool = False
 
     def __post_init__(self) -> None:
         for name in ("initial_model_digest", "rule_id", "rule_params_hash", "rotation_seed"):
@@ -215,6 +217,8 @@ class TaskConfig:
         ):
             _uint(name, getattr(self, name), 32)
         _uint("max_samples", self.max_samples, 64)
+        if not isinstance(self.client_allowlist, bool):
+            raise ConfigError(f"client_allowlist must be a bool, got {self.client_allowlist!r}")
         _uint("rotation_policy", int(self.rotation_policy), 8)
         object.__setattr__(self, "rotation_policy", int(self.rotation_policy))
         for name in ("aggregator_stake", "aggregate_bond", "challenge_bond", "timeout_penalty"):
@@ -625,6 +629,13 @@ class CollectionNotTimedOut(TaskRevert):
     params = ("round", "timeoutBlock")
 
 
+class ClientNotAllowed(TaskRevert):
+    """``registerClient`` on a ``clientAllowlist`` task by an account the owner did not allow."""
+
+    error_name = "ClientNotAllowed"
+    params = ("account",)
+
+
 class TaskNotStalled(TaskRevert):
     """``abortTask`` while the task still makes progress."""
 
@@ -839,6 +850,7 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         AlreadyChallenged,
         CollectionNotTimedOut,
         TaskNotStalled,
+        ClientNotAllowed,
         NoOpenDispute,
         NotAggregator,
         NotChosenAggregator,
@@ -1041,6 +1053,10 @@ class TaskContract:
 
     def release_stake(self, acct: LocalAccount) -> Any:
         return self._tx(acct, "releaseStake")
+
+    def allow_clients(self, acct: LocalAccount, addresses: Sequence[str]) -> Any:
+        """Owner: allow ``addresses`` to register as clients (``client_allowlist`` tasks)."""
+        return self._tx(acct, "allowClients", [to_checksum_address(a) for a in addresses])
 
     def leave_committee(self, acct: LocalAccount) -> Any:
         """Leave the committee before ``start`` (the stake goes to the caller's credits)."""

@@ -196,6 +196,21 @@ def inner_product_manipulation(
     }
 
 
+#: Weight inflation (issue 20): the update itself is honest, but the client registers
+#: ``numSamples = claim`` instead of its real sample count, to dominate numSamples-weighted
+#: rules (FedAvg and the server optimisers). The task's ``maxSamples`` bounds it: the contract
+#: refuses a larger claim, and execution excludes one a chain ever carries.
+WEIGHT_INFLATION = "weight_inflation"
+#: Default claim of a weight-inflation client: 2**40 samples.
+DEFAULT_WEIGHT_CLAIM = 2**40
+
+
+def inflated_weight(num_samples: int, claim: int = DEFAULT_WEIGHT_CLAIM) -> int:
+    """The numSamples a weight-inflating client registers instead of ``num_samples``."""
+    del num_samples  # the real count is what the attack hides
+    return int(claim)
+
+
 @dataclass(frozen=True)
 class AttackSpec:
     """A registered client attack: its ``kind``, the function, and a one-line description.

@@ -22,7 +22,7 @@ import numpy as np
 from eth_account.signers.local import LocalAccount
 from torch import nn
 
-from adapters.contract import Phase, RoundNotOpen, TaskContract
+from adapters.contract import Phase, RoundNotOpen, SamplesOutOfRange, TaskContract
 from adapters.records import SignedUpdate, sign_update
 from adapters.storage import ContentStore, get_by_digest
 from clients.data import Dataset
@@ -92,6 +92,7 @@ class ClientNode:
         publish: PublishHook | None = None,
         offline: Callable[[int], bool] | None = None,
         private: PrivatePayloads | None = None,
+        weight: Callable[[int, int], int] | None = None,
     ) -> None:
         self.name = name
         self.account = account
@@ -110,6 +111,8 @@ class ClientNode:
         self.publish = publish
         #: rounds in which this client is offline (registers nothing: a dropout)
         self.offline = offline
+        #: (round, real numSamples) -> the numSamples registered (a weight-inflation attack)
+        self.weight = weight
         self._submitted: set[int] = set()
         self._client_index: int | None = None
         #: the task's privacy settings, read from its manifest (bound on-chain)
@@ -274,17 +277,20 @@ class ClientNode:
             else:
                 self.store.put(payload)
         digest = content_digest(payload)
-        detail = {
-            "digest": digest.hex(),
-            "num_samples": result.num_samples,
-            "loss": result.mean_loss,
-        }
+        num_samples = result.num_samples
+        if self.weight is not None:
+            num_samples = self.weight(round_, num_samples)
+        detail = {"digest": digest.hex(), "num_samples": num_samples, "loss": result.mean_loss}
         if relay is not None:
             with self.clock.phase(round_, "register"):
-                relay(self.signed_update(round_, digest, result.num_samples))
+                relay(self.signed_update(round_, digest, num_samples))
             return ClientEvent(round_, "signedUpdate", detail)
         with self.clock.phase(round_, "register"):
-            self.task.submit_update(self.account, round_, digest, result.num_samples)
+            try:
+                self.task.submit_update(self.account, round_, digest, num_samples)
+            except SamplesOutOfRange as exc:  # more than the task's maxSamples: refused
+                self._submitted.add(round_)
+                return ClientEvent(round_, "submitUpdate-refused", {"error": exc.error_name})
         self._submitted.add(round_)
         return ClientEvent(round_, "submitUpdate", detail)
 

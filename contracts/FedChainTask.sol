@@ -72,6 +72,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         uint32 collectTimeout; // blocks after openBlock + collectWindow until a round short of
         // minUpdates can be skipped (`skipRound`)
         uint32 abortTimeout; // blocks without a new round (or start) until anyone may `abortTask`
+        bool clientAllowlist; // only accounts the owner allowed (`allowClients`) may register as clients
     }
 
     /// @notice Lifecycle of a round. `Pending`: not opened yet. `Attesting`: collection closed,
@@ -191,6 +192,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     error CollectionNotTimedOut(uint256 round, uint256 timeoutBlock);
     /// @notice `abortTask`: the task made progress within `abortTimeout` blocks.
     error TaskNotStalled(uint256 abortBlock);
+    /// @notice The task admits allowed clients only and the owner did not allow `account`.
+    error ClientNotAllowed(address account);
     error TooManyAggregators(uint256 max);
     error AggregatorAlreadyRegistered(address account);
     error ClientAlreadyRegistered(address account);
@@ -252,6 +255,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
 
     event AggregatorRegistered(address indexed aggregator, uint256 index, uint256 stake);
     event ClientRegistered(address indexed client, uint256 index);
+    /// @notice The owner allowed `accounts` to register as clients (`clientAllowlist` tasks).
+    event ClientsAllowed(address[] accounts);
     event TaskStarted(uint256 committeeSize, uint256 startBlock);
     event RoundOpened(uint256 indexed round, uint256 openBlock);
     /// @notice Updates `firstIndex`, `firstIndex + 1`, ... of `round` were registered (one
@@ -355,7 +360,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     ///      Kept as the words of its ABI encoding (a struct of static fields encodes as one
     ///      word per field): `config()` returns them as they are, with far less code than
     ///      re-encoding a stored struct.
-    uint256 private constant _CONFIG_WORDS = 20;
+    uint256 private constant _CONFIG_WORDS = 21;
     uint256[_CONFIG_WORDS] private _configWords;
     bytes32 private immutable _initialModelDigest;
     bytes32 private immutable _ruleId;
@@ -377,6 +382,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     uint64 private immutable _maxSamples;
     uint32 private immutable _collectTimeout;
     uint32 private immutable _abortTimeout;
+    bool private immutable _clientAllowlist;
     /// @dev Checks equivocation evidence for `slashEquivocation` (created by the constructor).
     EquivocationEvidence private immutable _evidence;
 
@@ -401,6 +407,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     mapping(address account => AggregatorState) private _aggregatorState;
     // slither-disable-next-line uninitialized-state
     mapping(address account => ClientState) private _clients;
+    /// @dev Accounts the owner allowed to register as clients (`clientAllowlist` tasks).
+    mapping(address account => bool) private _allowedClients;
     /// @dev Low 128 bits of each client's address by index, two per slot (`ClientRecords.
     ///      clientKey`): a batch of consecutive clients reads one slot per two records.
     mapping(uint256 pair => uint256) private _clientKeys;
@@ -484,8 +492,9 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         _maxSamples = cfg.maxSamples;
         _collectTimeout = cfg.collectTimeout;
         _abortTimeout = cfg.abortTimeout;
+        _clientAllowlist = cfg.clientAllowlist;
         _rounds[0].openBlock = _blockNow(); // round 0 (never used otherwise): abortTask's clock before start
-        _evidence = new EquivocationEvidence();
+        _evidence = new EquivocationEvidence(cfg.attestWindow);
     }
 
     /// @notice Joins the aggregator committee by depositing exactly `aggregatorStake`.
@@ -533,9 +542,22 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         emit AggregatorLeft(msg.sender, stake);
     }
 
-    /// @notice Registers the caller as a client; allowed at any time, once per address. Its
+    /// @notice Allows `accounts` to register as clients of a `clientAllowlist` task (a no-op
+    ///         elsewhere: every account may register). Owner only, any time.
+    function allowClients(address[] calldata accounts) external onlyOwner {
+        for (uint256 i = 0; i < accounts.length; ++i) {
+            _allowedClients[accounts[i]] = true;
+        }
+        emit ClientsAllowed(accounts);
+    }
+
+    /// @notice Registers the caller as a client; allowed at any time, once per address (with
+    ///         `clientAllowlist`, only if the owner allowed it). Its
     ///         index (registration order) is what its signed records name (`SignedUpdate`).
     function registerClient() external {
+        // INVARIANT: a task with an allowlist admits only the clients its owner allowed, so
+        // sybils cannot fill its rounds.
+        if (_clientAllowlist && !_allowedClients[msg.sender]) revert ClientNotAllowed(msg.sender);
         ClientState storage c = _clients[msg.sender];
         // INVARIANT: one registration per address.
         if (c.registered) revert ClientAlreadyRegistered(msg.sender);
@@ -1369,22 +1391,19 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     /// @notice The included set of `round` as a bitmap over its registered updates (bit i of
     ///         word w is update 256 * w + i): the updates attested by at least f + 1 members
     ///         (every update if `attestWindow` is 0). Final once `availabilityFixed` (getRound).
+    ///         Computed by `_evidence` (code size) from this contract's `attestation` views.
     function includedUpdates(uint256 round) external view returns (uint256[] memory included) {
-        RoundState storage rs = _rounds[round];
-        uint256 count = rs.updateCount;
-        included = new uint256[]((count + 255) >> 8);
-        if (_attestWindow == 0) return Availability.allSet(count);
-        uint256 n = _committeeSize;
-        uint256 mask = rs.attestMask;
-        uint256 threshold = Quorums.maxFaulty(n) + 1;
-        for (uint256 w = 0; w < included.length; ++w) {
-            // memory arrays start zeroed: the count of every update starts at 0
-            // slither-disable-next-line uninitialized-local
-            uint256[9] memory counter;
-            for (uint256 m = 0; m < n; ++m) {
-                if (mask & (1 << m) != 0) Availability.add(counter, _attestations[round][m][w]);
-            }
-            included[w] = Availability.atLeast(counter, threshold);
+        (round, included); // forwarded in msg.data, returned as the helper returns it
+        address helper = address(_evidence);
+        // Calls `_evidence` with this call's calldata and returns (or reverts with) exactly
+        // what it returns.
+        assembly ("memory-safe") {
+            let ptr := mload(0x40)
+            calldatacopy(ptr, 0, calldatasize())
+            let ok := staticcall(gas(), helper, ptr, calldatasize(), 0, 0)
+            returndatacopy(ptr, 0, returndatasize())
+            if iszero(ok) { revert(ptr, returndatasize()) }
+            return(ptr, returndatasize())
         }
     }
 

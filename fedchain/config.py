@@ -12,6 +12,7 @@ from typing import Any
 from aggregators.registry import make_rule
 from privacy.spec import SUM_MODES, parse_mode
 from protocol.errors import ConfigError, FedchainError
+from protocol.manifest import DEFAULT_MAX_SAMPLES
 
 if typing.TYPE_CHECKING:
     from privacy.spec import PrivacySpec
@@ -48,7 +49,13 @@ class DemoConfig:
     frac_bits: int = 16
     clip: float = 4.0
     min_updates: int | None = None
+    #: largest numSamples one update may claim (the contract's maxSamples, in the manifest)
+    max_samples: int = DEFAULT_MAX_SAMPLES
     collect_window: int = 50
+    #: blocks after open + collect_window until a round short of min_updates is skipped
+    collect_timeout: int = 50
+    #: admit only the run's own clients (the contract's clientAllowlist): sybils cannot register
+    client_allowlist: bool = False
     submit_timeout: int = 10
     challenge_window: int = 5
     attest_window: int = 5

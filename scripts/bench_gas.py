@@ -148,6 +148,17 @@ def issue20_rows() -> list[tuple[str, int]]:
     if hasattr(task, "leave_committee"):
         rows.append(("leaveCommittee (not the last member)", gas(task.leave_committee(aggs[0]))))
     rows.append(("start (n=4)", gas(task.start(owner))))
+    clients = chain.accounts[6:12]
+    rows.append(("registerClient, first", gas(task.register_client(clients[0]))))
+    rows.append(("registerClient, later", gas(task.register_client(clients[1]))))
+    if hasattr(task, "allow_clients"):
+        chain = Chain.embedded(num_accounts=6)
+        owner, spare = chain.accounts[0], chain.accounts[1:5]
+        cfg = TaskConfig(**{**BASE, "min_updates": 2, "max_updates": 2, "client_allowlist": True})
+        task = TaskContract.deploy(chain, owner, cfg)
+        receipt = task.allow_clients(owner, [a.address for a in spare[:4]])
+        rows.append(("allowClients (4 accounts)", gas(receipt)))
+        rows.append(("registerClient, allowlist task", gas(task.register_client(spare[0]))))
     for n in (4,):
         chain, task, owner, members = setup(n, 4, dispute_timeout=5, challenge_window=5)
         sub = next(a for a in members if a.address == task.current_aggregator().address)

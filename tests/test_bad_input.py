@@ -291,7 +291,7 @@ def test_status_of_a_real_task(anvil_url: str, capsys: pytest.CaptureFixture[str
     from adapters.services import ANVIL_FUNDING_KEY
     from tests.conftest import DEFAULT_TASK_CONFIG
 
-    chain = Chain.connect(anvil_url, funding_key=ANVIL_FUNDING_KEY, num_accounts=3)
+    chain = Chain.connect(anvil_url, funding_key=ANVIL_FUNDING_KEY, num_accounts=6)
     task = TaskContract.deploy(chain, chain.accounts[0], TaskConfig(**DEFAULT_TASK_CONFIG))
     task.register_aggregator(chain.accounts[1])
     code, err = run_cli(
@@ -307,6 +307,8 @@ def test_status_of_a_real_task(anvil_url: str, capsys: pytest.CaptureFixture[str
     assert status["started"] is False
     # a running round shows how many updates it registered and its accumulator
     task.register_client(chain.accounts[2])
+    for member in chain.accounts[3:6]:  # start needs a committee of 4 (issue 20)
+        task.register_aggregator(member)
     task.start(chain.accounts[0])
     task.submit_update(chain.accounts[2], 1, b"\x07" * 32, 5)
     assert main(["status", "--rpc-url", anvil_url, "--task", task.address, "--json"]) == 0

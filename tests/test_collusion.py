@@ -14,8 +14,8 @@ import pytest
 from adapters.storage import get_by_digest
 from clients.attacks import alie_z, colluding_update
 from fedchain.config import DemoConfig
-from fedchain.runner import Demo
-from fedchain.scenario import ClientBehaviour, Scenario, scenario_from_dict
+from fedchain.sim.runner import Demo
+from fedchain.sim.scenario import ClientBehaviour, Scenario, scenario_from_dict
 from protocol.errors import ConfigError
 from protocol.fixedpoint import dequantise
 from protocol.metrics import Progress
@@ -32,7 +32,7 @@ def _run(
         clients=CLIENTS,
         rounds=1,
         epochs=1,
-        aggregators=1,
+        aggregators=4,
         attest_window=0,
         challenge_window=1,
         out=str(tmp_path),

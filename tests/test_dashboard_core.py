@@ -615,7 +615,7 @@ def test_the_chain_watcher_shows_batched_and_lone_registrations(task_factory: An
     from adapters.records import sign_update
     from fedchain.dashboard.testnet_view import ChainWatcher
 
-    setup = task_factory(n_aggregators=2, n_clients=4, min_updates=4, max_updates=4)
+    setup = task_factory(n_aggregators=4, n_clients=4, min_updates=4, max_updates=4)
     task, relayer, clients = setup.task, setup.owner, setup.clients
 
     def record(i: int) -> Any:

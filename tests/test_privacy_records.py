@@ -115,7 +115,7 @@ def test_reveals_are_accepted_only_inside_the_reveal_window(task_factory: Any) -
 
 def test_records_of_another_task_are_refused(task_factory: Any) -> None:
     s, records = setup(task_factory)
-    other = task_factory(n_aggregators=1, n_clients=1)
+    other = task_factory(n_aggregators=1, n_clients=1, start=False)
     with pytest.raises(ConfigError, match="belongs to task"):
         records.check_task(other.task.address)
     records.check_task(s.task.address)

@@ -345,11 +345,13 @@ def test_put_refuses_a_node_that_builds_another_dag(
 
 @pytest.mark.realnet
 def test_task_round_on_anvil_with_payloads_on_ipfs(anvil: AnvilService, store: IpfsStore) -> None:
-    chain = Chain.connect(anvil.url, funding_key=anvil.funding_key, num_accounts=4, seed=101)
-    owner, agg, c1, c2 = chain.accounts
+    chain = Chain.connect(anvil.url, funding_key=anvil.funding_key, num_accounts=7, seed=101)
+    owner, agg, c1, c2, *others = chain.accounts
     cfg = TaskConfig(**{**DEFAULT_TASK_CONFIG, "min_updates": 2, "max_updates": 2})
     task = TaskContract.deploy(chain, owner, cfg)
     task.register_aggregator(agg)
+    for member in others:  # start needs a committee of 4 (issue 20)
+        task.register_aggregator(member)
     task.register_client(c1)
     task.register_client(c2)
     task.start(owner)

@@ -12,15 +12,15 @@ import pytest
 
 from clients.data import make_mixture
 from fedchain.cli import main
-from fedchain.driver.deployment import federated_data
-from fedchain.driver.events import read_events
-from fedchain.runner import Demo, DemoConfig
+from fedchain.sim.driver.deployment import federated_data
+from fedchain.sim.driver.events import read_events
+from fedchain.sim.runner import Demo, DemoConfig
 from protocol.errors import ConfigError
 from protocol.metrics import PhaseClock
 
 
 def small(tmp_path: Path, **kw) -> DemoConfig:
-    base = dict(clients=5, aggregators=3, rounds=1, epochs=1, out=str(tmp_path), challenge_window=1)
+    base = dict(clients=5, aggregators=4, rounds=1, epochs=1, out=str(tmp_path), challenge_window=1)
     base.update(kw)
     return DemoConfig(**base)
 

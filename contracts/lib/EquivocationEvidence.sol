@@ -2,13 +2,23 @@
 pragma solidity ^0.8.24;
 
 import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
+import {Availability} from "./Availability.sol";
+import {Quorums} from "./Quorums.sol";
+
+/// @dev The FedChainTask views `includedUpdates` reads back.
+interface ITaskAttestations {
+    function updateCount(uint256 round) external view returns (uint256);
+    function committeeSize() external view returns (uint256);
+    function attestation(uint256 round, uint256 member) external view returns (uint256[] memory);
+}
 
 /// @title EquivocationEvidence
-/// @notice The checking half of `FedChainTask.slashEquivocation`, in a contract of its own so
-///         that FedChainTask stays under the EIP-170 code size limit: each task deploys one in
-///         its constructor and forwards the evidence calldata to it unchanged (same function
-///         signature, so the same selector). Pure checks only: it holds no state and moves no
-///         value, so calling it directly is harmless.
+/// @notice Read-only logic of FedChainTask in a contract of its own, so that FedChainTask
+///         stays under the EIP-170 code size limit: the checking half of `slashEquivocation`
+///         and the `includedUpdates` view. Each task deploys one in its constructor and
+///         forwards those calls' calldata to it unchanged (same function signatures, so the
+///         same selectors). It holds no state (one immutable) and moves no value, so calling
+///         it directly is harmless (it answers about the caller).
 /// @dev Signatures are checked under the EIP-712 domain of the *caller* ({name
 ///      "FedChainTask", version "1", chainId, msg.sender}), which equals the task's own
 ///      domain when the task calls it.
@@ -28,6 +38,14 @@ contract EquivocationEvidence {
     /// @param reason OpenZeppelin `ECDSA.RecoverError` (same error as FedChainTask's).
     error InvalidSignature(uint256 index, uint8 reason);
 
+    /// @dev The task's attestWindow (0: no attestation phase, every update is included).
+    uint32 private immutable _attestWindow;
+
+    /// @param attestWindow The creating task's `attestWindow`.
+    constructor(uint32 attestWindow) {
+        _attestWindow = attestWindow;
+    }
+
     bytes32 private constant _DOMAIN_TYPEHASH =
         keccak256("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)");
     bytes32 private constant _NAME_HASH = keccak256("FedChainTask");
@@ -41,6 +59,32 @@ contract EquivocationEvidence {
     bytes32 private constant _PREPARE_TYPEHASH = keccak256(
         "Prepare(uint256 view,uint256 seq,uint256 round,uint256 attempt,bytes32 aggregateDigest,bool faulty)"
     );
+
+    /// @notice The included set of the caller's (a FedChainTask's) `round` (see
+    ///         `FedChainTask.includedUpdates`): the updates attested by at least f + 1 of the
+    ///         committee's n members, from the task's own `attestation` bitmaps (all zero for a
+    ///         member that did not attest).
+    function includedUpdates(uint256 round) external view returns (uint256[] memory included) {
+        ITaskAttestations task = ITaskAttestations(msg.sender);
+        uint256 count = task.updateCount(round);
+        if (_attestWindow == 0) return Availability.allSet(count);
+        uint256 n = task.committeeSize();
+        uint256 threshold = Quorums.maxFaulty(n) + 1;
+        uint256[][] memory bitmaps = new uint256[][](n);
+        for (uint256 m = 0; m < n; ++m) {
+            bitmaps[m] = task.attestation(round, m);
+        }
+        included = new uint256[]((count + 255) >> 8);
+        for (uint256 w = 0; w < included.length; ++w) {
+            // memory arrays start zeroed: the count of every update starts at 0
+            // slither-disable-next-line uninitialized-local
+            uint256[9] memory counter;
+            for (uint256 m = 0; m < n; ++m) {
+                Availability.add(counter, bitmaps[m][w]);
+            }
+            included[w] = Availability.atLeast(counter, threshold);
+        }
+    }
 
     /// @notice The member that signed both conflicting messages `a` and `b` of `kind` (0
     ///         PrePrepare, 1 Prepare, 2 DisputeVerdict) in view `viewNumber` (and sequence

@@ -278,3 +278,57 @@ def test_chosen_member_slashed_mid_attempt_hands_over_a_fresh_deadline(task_fact
     assert nxt.deadline_block == receipt["blockNumber"] + task.config().submit_timeout
     task.submit_aggregate(chosen(s), 1, dg("agg"))  # in time, no penalty
     assert_accounting(s)
+
+
+# -- item 5: admission -------------------------------------------------------------------
+
+
+def _sybil_batch(s: TaskSetup, sybils: list[Any], round_: int) -> list[Any]:
+    from adapters.records import sign_update
+
+    records = []
+    for i, acct in enumerate(sybils):
+        index = s.task.client_index(acct.address)
+        assert index is not None
+        records.append(
+            sign_update(acct, s.task.domain_separator, index, round_, dg(("sybil", i)), 10**6)
+        )
+    return records
+
+
+def test_sybil_batch_at_round_open_takes_every_slot_without_an_allowlist(
+    task_factory: Any,
+) -> None:
+    """Sybil round filling: one relayed batch at round open takes every slot (permissionless)."""
+    s = task_factory(n_clients=8, min_updates=2, max_updates=4)
+    task = s.task
+    sybils, honest = s.clients[:4], s.clients[4:]
+    task.submit_updates(s.owner, 1, _sybil_batch(s, sybils, 1))
+    assert task.update_count(1) == 4
+    from adapters.contract import CollectionClosed
+
+    with pytest.raises(CollectionClosed):
+        task.submit_update(honest[0], 1, dg("honest"), 10)
+
+
+def test_client_allowlist_keeps_sybils_out(task_factory: Any) -> None:
+    """Sybil round filling: with the task's client allowlist, unknown accounts cannot register."""
+    from adapters.contract import ClientNotAllowed, OwnableUnauthorizedAccount
+
+    s = task_factory(n_clients=0, client_allowlist=True, min_updates=2, max_updates=4)
+    task, honest, sybil = s.task, s.spare[:2], s.spare[2]
+    with pytest.raises(ClientNotAllowed) as info:
+        task.register_client(honest[0])
+    assert info.value.error_args == {"account": honest[0].address}
+    with pytest.raises(OwnableUnauthorizedAccount):
+        task.allow_clients(sybil, [sybil.address])
+    receipt = task.allow_clients(s.owner, [a.address for a in honest])
+    assert task.events(receipt)[0].args == {"accounts": [a.address for a in honest]}
+    for acct in honest:
+        task.register_client(acct)
+    with pytest.raises(ClientNotAllowed):
+        task.register_client(sybil)
+    assert task.config().client_allowlist is True
+    for i, acct in enumerate(honest):
+        task.submit_update(acct, 1, dg(("honest", i)), 10)
+    assert task.update_count(1) == 2

@@ -37,7 +37,6 @@ from clients.node import ClientNode, PrivatePayloads
 from clients.training import TrainConfig, default_training
 from consensus.messages import Domain
 from fedchain.config import ROTATIONS, WEI_PER_ETH, DemoConfig, short_reason
-from fedchain.driver.engine import ModelSpec
 from fedchain.private_view import (
     HePayloads,
     HeView,
@@ -46,7 +45,8 @@ from fedchain.private_view import (
     private_views,
     task_records,
 )
-from fedchain.scenario import CLIENT_OFFLINE, Collusion, Scenario, client_attack_hooks
+from fedchain.sim.driver.engine import ModelSpec
+from fedchain.sim.scenario import CLIENT_OFFLINE, Collusion, Scenario, client_attack_hooks
 from privacy.client_keys import ClientSecrets
 from privacy.distributed import check_ring
 from privacy.he import generate_keypair, public_key_bytes
@@ -120,6 +120,7 @@ def task_manifest(
         layout=layout,
         client_training=asdict(train_config(cfg)),
         privacy=spec.to_manifest(),
+        max_samples=cfg.max_samples,
     )
 
 
@@ -149,6 +150,9 @@ def task_config(cfg: DemoConfig, initial_digest: bytes, manifest_digest: bytes) 
         min_updates=cfg.min_updates or cfg.clients,
         max_updates=cfg.clients,
         collect_window=cfg.collect_window,
+        collect_timeout=cfg.collect_timeout,
+        max_samples=cfg.max_samples,
+        client_allowlist=cfg.client_allowlist,
         submit_timeout=cfg.submit_blocks(),
         challenge_window=cfg.challenge_window,
         attest_window=cfg.attest_window,
@@ -373,6 +377,7 @@ class Deployment:
             publish=publish,
             offline=offline,
             private=self.client_private(index),
+            weight=None if attack is None or attack.weight is None else attack.registered_weight,
         )
 
 
@@ -453,6 +458,9 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
             )
     for acct in agg_accounts:
         task.register_aggregator(acct)
+    if cfg.client_allowlist:
+        allowed = [a.address for a in client_accounts] + ([holder.address] if holder else [])
+        task.allow_clients(deployer, allowed)
     for acct in client_accounts:
         task.register_client(acct)
     if holder is not None:

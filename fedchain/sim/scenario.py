@@ -71,6 +71,9 @@ CLIENT_PUBLISH_ATTACKS = ("publish_some", "publish_none")
 #: A dropout: the client registers no update in its active rounds (under secure aggregation
 #: the others' reveals recover its masks).
 CLIENT_OFFLINE = "offline"
+#: The update is honest, the registered weight is not (``weight = N`` claims N samples; any
+#: other attack may carry ``weight`` too). See clients.attacks.WEIGHT_INFLATION.
+CLIENT_WEIGHT = "weight_inflation"
 
 
 @dataclass(frozen=True)
@@ -81,16 +84,24 @@ class ClientBehaviour:
     params: Mapping[str, Any] = field(default_factory=dict)
     rounds: frozenset[int] | None = None
     collusion: str = "paper"
+    #: the numSamples this client registers in its active rounds instead of its real count
+    #: (``weight = N``; the weight_inflation attack defaults it to 2**40)
+    weight: int | None = None
 
     def __post_init__(self) -> None:
-        from clients.attacks import CLIENT_ATTACKS, COLLUSION_MODES
+        from clients.attacks import CLIENT_ATTACKS, COLLUSION_MODES, DEFAULT_WEIGHT_CLAIM
+
+        if self.attack == CLIENT_WEIGHT and self.weight is None:
+            object.__setattr__(self, "weight", DEFAULT_WEIGHT_CLAIM)
+        if self.weight is not None and not 0 <= self.weight < 2**64:
+            raise ConfigError(f"weight = {self.weight}: must fit a uint64 (the on-chain type)")
 
         if self.collusion not in COLLUSION_MODES:
             raise ConfigError(
                 f"collusion = {self.collusion!r}: must be one of {list(COLLUSION_MODES)}"
             )
 
-        special = (*CLIENT_PAYLOAD_ATTACKS, *CLIENT_PUBLISH_ATTACKS, CLIENT_OFFLINE)
+        special = (*CLIENT_PAYLOAD_ATTACKS, *CLIENT_PUBLISH_ATTACKS, CLIENT_OFFLINE, CLIENT_WEIGHT)
         if self.attack not in CLIENT_ATTACKS and self.attack not in special:
             known = sorted(CLIENT_ATTACKS) + list(special)
             raise ConfigError(f"unknown client attack {self.attack!r}; known: {known}")
@@ -101,6 +112,15 @@ class ClientBehaviour:
 
     def active(self, round_: int) -> bool:
         return self.rounds is None or round_ in self.rounds
+
+    def registered_weight(self, round_: int, num_samples: int) -> int:
+        """The numSamples this client registers in ``round_`` (its real count unless it
+        inflates its weight in this round)."""
+        from clients.attacks import inflated_weight
+
+        if self.weight is None or not self.active(round_):
+            return num_samples
+        return inflated_weight(num_samples, self.weight)
 
     @property
     def omniscient(self) -> bool:
@@ -161,6 +181,7 @@ class Scenario:
                     "params": dict(c.params),
                     "rounds": sorted(c.rounds) if c.rounds is not None else None,
                     **({"collusion": c.collusion} if c.omniscient else {}),
+                    **({"weight": c.weight} if c.weight is not None else {}),
                 }
                 for i, c in sorted(self.clients.items())
             },
@@ -211,6 +232,7 @@ CLIENT_KEY_TYPES: dict[str, Any] = {
     "params": dict,
     "rounds": list,
     "collusion": str,
+    "weight": int,
 }
 EXPECT_KEY_TYPES: dict[str, Any] = {"outcome": str, "identical_to_honest": bool}
 
@@ -337,6 +359,7 @@ def scenario_from_dict(data: Mapping[str, Any], source: str | None = None) -> Sc
                 params=dict(table.get("params", {})),
                 rounds=_rounds(table.get("rounds"), w),
                 collusion=table.get("collusion", "paper"),
+                weight=table.get("weight"),
             )
         except ConfigError as exc:
             raise ConfigError(f"{w}: {exc}") from exc
@@ -486,8 +509,9 @@ def client_attack_hooks(
     from clients.attacks import CLIENT_ATTACKS, apply_attack
 
     params = dict(attack.params)
-    if attack.attack in (*CLIENT_PUBLISH_ATTACKS, CLIENT_OFFLINE):
-        return data, None, None  # the deployment gives the node a publish or offline hook
+    if attack.attack in (*CLIENT_PUBLISH_ATTACKS, CLIENT_OFFLINE, CLIENT_WEIGHT):
+        # the deployment gives the node a publish, offline or weight hook
+        return data, None, None
     if attack.attack in CLIENT_PAYLOAD_ATTACKS:
         kind = attack.attack
 
