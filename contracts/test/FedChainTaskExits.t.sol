@@ -3,12 +3,14 @@ pragma solidity ^0.8.24;
 
 import {TaskFixture} from "./utils/TaskFixture.sol";
 import {FedChainTask} from "../FedChainTask.sol";
+import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
 
 /// @title FedChainTaskExitsTest
 /// @notice Issue 20's contract changes (wip/20a): bounded client weight (`maxSamples`), the
 ///         exits (`leaveCommittee`, `skipRound`, `abortTask`), the committee bound, griefing
 ///         economics (owner off the committee, burned forfeits, one challenge per member,
-///         expired disputes refund the submitter), certificates counting unslashed signers, and
+///         expired disputes refund the submitter), the client allowlist, certificates counting
+///         unslashed signers, and
 ///         a slashed chosen member restarting the attempt. Each test names the attack it closes.
 contract FedChainTaskExitsTest is TaskFixture {
     // -- bounded weight ---------------------------------------------------------------------
@@ -101,6 +103,47 @@ contract FedChainTaskExitsTest is TaskFixture {
         vm.prank(agg(2));
         vm.expectRevert(FedChainTask.TaskAlreadyStarted.selector);
         task.leaveCommittee();
+    }
+
+    // -- admission ----------------------------------------------------------------------------
+
+    /// @notice Attack: sybil clients register by the dozen and fill every round's slots; a
+    ///         `clientAllowlist` task admits only the accounts its owner allowed.
+    function testFuzz_allowlistAdmitsExactlyTheAllowedClients(uint8 allowedMask) public {
+        FedChainTask.TaskConfig memory cfg = defaultConfig();
+        cfg.clientAllowlist = true;
+        deploy(cfg);
+        uint256 count = 0;
+        for (uint256 i = 0; i < 6; ++i) {
+            if (allowedMask & (1 << i) != 0) ++count;
+        }
+        address[] memory allowed = new address[](count);
+        uint256 j = 0;
+        for (uint256 i = 0; i < 6; ++i) {
+            if (allowedMask & (1 << i) != 0) allowed[j++] = client(i);
+        }
+        vm.prank(client(0));
+        vm.expectRevert(abi.encodeWithSelector(Ownable.OwnableUnauthorizedAccount.selector, client(0)));
+        task.allowClients(allowed);
+        vm.expectEmit(false, false, false, true, address(task));
+        emit FedChainTask.ClientsAllowed(allowed);
+        vm.prank(owner);
+        task.allowClients(allowed);
+        for (uint256 i = 0; i < 6; ++i) {
+            vm.prank(client(i));
+            if (allowedMask & (1 << i) == 0) {
+                vm.expectRevert(abi.encodeWithSelector(FedChainTask.ClientNotAllowed.selector, client(i)));
+            }
+            task.registerClient();
+        }
+        assertEq(task.clientCount(), count, "exactly the allowed clients registered");
+    }
+
+    function test_allowlistOff_everyoneRegisters() public {
+        deploy(defaultConfig());
+        vm.prank(client(0));
+        task.registerClient();
+        assertEq(task.clientCount(), 1, "open registration");
     }
 
     // -- liveness exits ----------------------------------------------------------------------
