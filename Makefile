@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # Every package is type-checked strictly.
 MYPY_TARGETS := protocol adapters privacy aggregators consensus clients fedchain
 
-.PHONY: setup setup-python setup-node setup-browser setup-slither demo dashboard docs docs-check test lint typecheck slither pytest compile compile-check clean
+.PHONY: setup setup-python setup-node setup-browser setup-slither demo dashboard docs docs-check test lint typecheck slither forge-test pytest compile compile-check clean
 
 setup: setup-python setup-node setup-browser
 
@@ -22,7 +22,7 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install --disable-pip-version-check -q --no-deps --no-build-isolation -e .
 	@touch $@
 
-## Node tools (solc-js, OpenZeppelin, anvil; js-ipfs under tools/ipfs): idempotent, fast
+## Node tools (solc-js, OpenZeppelin, anvil, forge; js-ipfs under tools/ipfs): idempotent, fast
 ## when up to date.
 setup-node:
 	scripts/install_tools.sh
@@ -50,9 +50,9 @@ docs: setup-python
 docs-check: setup-python
 	$(PY) scripts/check_docs.py
 
-## Lint, format check, layer check (import-linter), type check, Slither, the docs check, then
-## the test suite.
-test: setup lint typecheck slither docs-check pytest
+## Lint, format check, layer check (import-linter), type check, Slither, the Foundry contract
+## tests, the docs check, then the test suite.
+test: setup lint typecheck slither forge-test docs-check pytest
 
 lint: setup-python
 	$(VENV)/bin/ruff check .
@@ -81,6 +81,18 @@ slither: setup-node setup-slither
 	$(SLITHER_VENV)/bin/slither contracts/FedChainTask.sol --fail-medium
 	$(SLITHER_VENV)/bin/slither contracts/PrivacyRecords.sol --fail-medium
 
+## Foundry contract tests (contracts/test: unit, fuzz, handler-based invariants) with forge from
+## node_modules (npm @foundry-rs/forge-linux-amd64), compiling through scripts/solc_wrapper.js;
+## forge's project root is contracts/ (contracts/foundry.toml). The campaign size here keeps the
+## target under ~2 minutes; scripts/invariant_campaign.sh runs a longer one.
+FORGE ?= $(CURDIR)/node_modules/@foundry-rs/forge-linux-amd64/bin/forge
+FORGE_FUZZ_RUNS ?= 256
+FORGE_INVARIANT_RUNS ?= 32
+FORGE_INVARIANT_DEPTH ?= 64
+forge-test: setup-node
+	cd contracts && FOUNDRY_FUZZ_RUNS=$(FORGE_FUZZ_RUNS) FOUNDRY_INVARIANT_RUNS=$(FORGE_INVARIANT_RUNS) \
+		FOUNDRY_INVARIANT_DEPTH=$(FORGE_INVARIANT_DEPTH) $(FORGE) test
+
 ## Recompile contracts/*.sol into contracts/build (needs node_modules).
 compile: setup
 	$(PY) -m adapters.compile
@@ -89,4 +101,4 @@ compile-check: setup
 	$(PY) -m adapters.compile --check
 
 clean:
-	rm -rf runs .pytest_cache .mypy_cache .ruff_cache .hypothesis crytic-export
+	rm -rf runs .pytest_cache .mypy_cache .ruff_cache .hypothesis crytic-export .forge

@@ -26,6 +26,8 @@ from protocol.errors import FedchainError
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONTRACTS_DIR = REPO_ROOT / "contracts"
 BUILD_DIR = CONTRACTS_DIR / "build"
+#: Foundry tests and their helpers (``make forge-test``): never part of the artifacts.
+TEST_DIR = CONTRACTS_DIR / "test"
 NODE_MODULES = REPO_ROOT / "node_modules"
 WRAPPER = REPO_ROOT / "scripts" / "solc_wrapper.js"
 
@@ -84,11 +86,12 @@ def _require_toolchain() -> str:
 
 
 def _local_sources() -> dict[str, Path]:
-    """Every ``.sol`` file under ``contracts/`` (except build output), by source unit name."""
+    """Every ``.sol`` file under ``contracts/`` (except build output and the Foundry tests
+    under ``contracts/test``), by source unit name."""
     return {
         path.relative_to(CONTRACTS_DIR).as_posix(): path
         for path in sorted(CONTRACTS_DIR.rglob("*.sol"))
-        if BUILD_DIR not in path.parents
+        if BUILD_DIR not in path.parents and TEST_DIR not in path.parents
     }
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install fedchain's node tools into the project (called by `make setup`; safe to re-run).
 #
-#   node_modules/            root package.json: solc-js, OpenZeppelin, anvil (small)
+#   node_modules/            root package.json: solc-js, OpenZeppelin, anvil, forge
 #   tools/ipfs/node_modules/ tools/ipfs/package.json: js-ipfs 0.66.1, the real IPFS daemon
 #                            for the real-backend tests and testnet (~290 MB, ~1000 packages)
 #
@@ -84,11 +84,13 @@ a partial node_modules there can be removed and the script re-run)"
     echo "install_tools.sh: $what installed in $((SECONDS - t0)) s"
 }
 
-install_dir "$ROOT" "root node tools (solc, OpenZeppelin, anvil)" \
-    node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil --fetch-retries=1
-"$ROOT/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil" --version >/dev/null 2>&1 ||
-    die "node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil does not run on this machine \
+install_dir "$ROOT" "root node tools (solc, OpenZeppelin, anvil, forge)" \
+    node_modules/@foundry-rs/forge-linux-amd64/bin/forge --fetch-retries=1
+for tool in anvil forge; do
+    "$ROOT/node_modules/@foundry-rs/$tool-linux-amd64/bin/$tool" --version >/dev/null 2>&1 ||
+        die "node_modules/@foundry-rs/$tool-linux-amd64/bin/$tool does not run on this machine \
 (it is the linux-amd64 build)"
+done
 
 if [ "$ipfs" = 1 ]; then
     # No `npm ci`: npm 11 calls this lockfile out of sync ("Missing: headless@ from lock

@@ -135,3 +135,12 @@ def test_missing_toolchain_is_a_clear_error(
     with pytest.raises(fcompile.CompileError, match="node"):
         fcompile.compile_contracts()
     assert fcompile.main(["--check"]) == 2
+
+
+def test_foundry_tests_are_not_part_of_the_artifacts() -> None:
+    """contracts/test/ (forge tests, `make forge-test`) never enters adapters.compile's input."""
+    forge_tests = sorted(fcompile.TEST_DIR.rglob("*.sol"))
+    assert forge_tests, "contracts/test/ holds the Foundry tests"
+    units = fcompile._local_sources()
+    assert not [unit for unit in units if unit.startswith("test/")]
+    assert "FedChainTask.sol" in units and "PrivacyRecords.sol" in units
