@@ -122,6 +122,7 @@ def up(
     from fedchain.runner import Demo
     from protocol.metrics import Progress
 
+    cfg.validate()  # bad values (a committee below 4, say) before anything starts
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

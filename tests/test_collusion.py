@@ -32,7 +32,7 @@ def _run(
         clients=CLIENTS,
         rounds=1,
         epochs=1,
-        aggregators=1,
+        aggregators=4,
         attest_window=0,
         challenge_window=1,
         out=str(tmp_path),

@@ -53,7 +53,7 @@ def test_sequential_engine_reuses_one_model_without_leaking_state(shards) -> Non
 
 SMALL: dict[str, Any] = {
     "clients": 6,
-    "aggregators": 3,
+    "aggregators": 4,
     "rounds": 2,
     "epochs": 1,
     "challenge_window": 1,

@@ -350,7 +350,7 @@ def test_cells_with_the_same_run_share_it(tmp_path, jobs):
 
     grid = {
         "experiment": {"name": "twins", "seeds": 1},
-        "fixed": {"clients": 3, "rounds": 1, "epochs": 1, "model": "logreg", "aggregators": 1},
+        "fixed": {"clients": 3, "rounds": 1, "epochs": 1, "model": "logreg", "aggregators": 4},
         "grid": {
             "privacy": ['ldp(dp_mechanism="laplace")', 'ldp(dp_mechanism="gaussian")'],
             "target_epsilon": [math.inf],

@@ -75,7 +75,7 @@ def test_private_demo_finalizes_every_round_and_hides_updates(tmp_path: Path, pr
         kw.update(he_key_bits=1024)
     cfg = DemoConfig(
         clients=4,
-        aggregators=3,
+        aggregators=4,
         rounds=2,
         epochs=1,
         out=str(tmp_path),
@@ -126,7 +126,7 @@ def test_many_clients_reveal_within_the_window(tmp_path: Path) -> None:
     k = 3 * RECORD_BATCH + 1
     cfg = DemoConfig(
         clients=k,
-        aggregators=1,
+        aggregators=4,
         rounds=1,
         epochs=1,
         dataset="mixture",

@@ -20,7 +20,7 @@ from protocol.metrics import PhaseClock
 
 
 def small(tmp_path: Path, **kw) -> DemoConfig:
-    base = dict(clients=5, aggregators=3, rounds=1, epochs=1, out=str(tmp_path), challenge_window=1)
+    base = dict(clients=5, aggregators=4, rounds=1, epochs=1, out=str(tmp_path), challenge_window=1)
     base.update(kw)
     return DemoConfig(**base)
 

@@ -212,7 +212,7 @@ def test_a_round_of_a_10m_parameter_model_on_anvil_and_ipfs(
     cfg = DemoConfig(
         model="mlp-wide",
         clients=2,
-        aggregators=3,
+        aggregators=4,
         rounds=1,
         epochs=1,
         challenge_window=2,
