@@ -49,7 +49,7 @@ from consensus.pbft import (
     SilentReplica,
 )
 from consensus.quorums import commit_quorum, max_faulty
-from consensus.stable_store import MemoryStore
+from consensus.stable_store import MemoryStore, StableStore
 from protocol.errors import ConsensusError
 
 __all__ = [
@@ -124,7 +124,7 @@ class MemNet:
         self._timers: dict[tuple[int, str], int] = {}
         self.crashed: dict[int, int] = {}
         self.outages: dict[int, list[tuple[int, int]]] = {}  # node -> [start, end) windows
-        self.stores = {i: MemoryStore() for i in range(len(nodes))}
+        self.stores: dict[int, StableStore] = {i: MemoryStore() for i in range(len(nodes))}
         self.retired: dict[int, list[Node]] = {}  # nodes replaced by a restart, oldest first
         self.restarts = 0
         self.started: dict[int, list[Instance]] = {i: [] for i in range(len(nodes))}

@@ -17,8 +17,8 @@ The snapshot holds everything that constrains what the replica may sign next, an
   whether the slot was re-issued by a NEW-VIEW;
 * its prepared certificates above the stable checkpoint (a later VIEW-CHANGE must report
   them, or a quorum intersecting only in this replica could lose a committed verdict);
-* the stable checkpoint and its proof, its own checkpoints above it, what it executed (with
-  the commit proofs) and the state digest;
+* the stable checkpoint and its proof, its own checkpoints above it, what it executed and the
+  state digest (not the commit proofs: a restarted replica leaves proving those to others);
 * its own verdicts on the disputes it observed, and the most recent decisions
   (:data:`DECISIONS_KEPT`), so a restarted replica neither re-votes nor re-proposes them;
 * the sequence numbers a state transfer skipped whose decisions it still has to fetch.
@@ -50,7 +50,7 @@ from consensus.messages import (
     decode,
     encode,
 )
-from consensus.pbft.log import Decided, Proof, Slot
+from consensus.pbft.log import Decided, Slot
 from protocol.errors import ConsensusError
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ __all__ = ["DECISIONS_KEPT", "SNAPSHOT_VERSION", "restore", "snapshot"]
 
 SNAPSHOT_VERSION = 1
 #: The most recent decisions kept in a snapshot (older disputes are settled on-chain).
-DECISIONS_KEPT = 16
+DECISIONS_KEPT = 8
 
 
 def _dumps(obj: object) -> bytes:
@@ -124,10 +124,6 @@ def snapshot(r: Replica) -> bytes:
         "prepared": [
             [_m(c.pre_prepare), [_m(p) for p in c.prepares]] for _, c in sorted(r.prepared.items())
         ],
-        "proofs": [
-            [_m(p.pre_prepare), [_m(x) for x in p.prepares], [_m(x) for x in p.commits]]
-            for _, p in sorted(r.proofs.items())
-        ],
         "slots": slots,
         "ownViewChange": _m(r.view_changes.own),
         "newView": _m(r.view_changes.new_view),
@@ -183,9 +179,6 @@ def _restore(r: Replica, obj: dict[str, Any]) -> None:
         prepares = tuple(_msgs(preps, Prepare))
         r.check_prepared_cert(pp, prepares)
         r.prepared[pp.seq] = PreparedCert(pp, prepares)
-    for pp_obj, preps, coms in obj["proofs"]:
-        pp = _msg(pp_obj, PrePrepare)
-        r.proofs[pp.seq] = Proof(pp, tuple(_msgs(preps, Prepare)), tuple(_msgs(coms, Commit)))
     o = r.ordering
     for entry in obj["slots"]:
         seq = int(entry["seq"])
@@ -229,9 +222,6 @@ def _restore(r: Replica, obj: dict[str, Any]) -> None:
         key = _unkey([rr, a, d])
         cert = CommitCertificate.from_json(json.dumps(cert_obj))
         cert.verify(r.committee, r.domain)
-        proof = r.proofs.get(int(seq))
-        if proof is not None and proof.pre_prepare.key != key:
-            proof = None
-        r.decided[key] = Decided(int(seq), bool(faulty), cert, proof)
+        r.decided[key] = Decided(int(seq), bool(faulty), cert, None)
     r._vc_attempts = int(obj["backoff"])
     r.catchup.gap = {int(s) for s in obj["gap"]}
