@@ -28,7 +28,7 @@ from consensus.messages import Domain, Instance
 from consensus.pbft import Decide, Node, Replica, SilentReplica
 from consensus.stable_store import FileStore, StableStore
 from consensus.tcp import ThreadedTcpNode
-from fedchain.netem import pbft_peers
+from fedchain.testnet.netem import pbft_peers
 from protocol.errors import ConsensusError, ContractRevert
 
 
