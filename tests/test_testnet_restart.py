@@ -86,8 +86,8 @@ def test_aggregator_killed_mid_dispute_restarts_from_its_signed_state(tmp_path: 
     import json
 
     from adapters.services import find_anvil
-    from fedchain.pbft_service import state_path
-    from fedchain.scenario import load_scenario
+    from fedchain.sim.scenario import load_scenario
+    from fedchain.testnet.pbft_service import state_path
     from protocol.errors import FedchainError
     from tests.test_testnet import SCENARIOS
 
