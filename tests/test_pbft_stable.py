@@ -29,6 +29,7 @@ from consensus.memnet import (
 from consensus.messages import (
     Checkpoint,
     Commit,
+    Domain,
     Instance,
     Message,
     NewView,
@@ -110,6 +111,9 @@ def test_snapshot_is_refused_by_another_member_or_when_tampered() -> None:
     assert state is not None
     with pytest.raises(ConsensusError, match="another member"):
         honest(2, state)
+    other_task = Domain(SIM_DOMAIN.chain_id, "0x" + "ab" * 20)
+    with pytest.raises(ConsensusError, match="another task"):
+        Replica(1, COMMITTEE, ACCOUNTS[1], other_task, lambda _x: True, CFG, state=state)
     with pytest.raises(ConsensusError):
         honest(1, state.replace(b'"view":0', b'"view":"x"'))
     with pytest.raises(ConsensusError):

@@ -113,6 +113,9 @@ def snapshot(r: Replica) -> bytes:
     obj = {
         "version": SNAPSHOT_VERSION,
         "index": r.index,
+        "chainId": r.domain.chain_id,
+        "task": r.domain.verifying_contract,
+        "committee": list(r.committee),
         "view": r.view,
         "active": r.active,
         "h": r.h,
@@ -163,6 +166,9 @@ def restore(r: Replica, data: bytes) -> None:
 def _restore(r: Replica, obj: dict[str, Any]) -> None:
     if obj["version"] != SNAPSHOT_VERSION or obj["index"] != r.index:
         raise ConsensusError("stable state belongs to another member or format")
+    domain = (obj["chainId"], obj["task"], tuple(obj["committee"]))
+    if domain != (r.domain.chain_id, r.domain.verifying_contract, r.committee):
+        raise ConsensusError("stable state belongs to another task, chain or committee")
     r.view = int(obj["view"])
     r.active = bool(obj["active"])
     r.h = int(obj["h"])
