@@ -87,6 +87,7 @@ def test_aggregator_killed_mid_dispute_restarts_from_its_signed_state(tmp_path: 
 
     from adapters.services import find_anvil
     from fedchain.sim.scenario import load_scenario
+    from fedchain.testnet.netem import LinkProfile
     from fedchain.testnet.pbft_service import state_path
     from protocol.errors import FedchainError
     from tests.test_testnet import SCENARIOS
@@ -102,8 +103,16 @@ def test_aggregator_killed_mid_dispute_restarts_from_its_signed_state(tmp_path: 
     directory = tmp_path / "tn"
     victim = "aggregator-2"
     try:
+        # PBFT frames take 0.75 s per hop (netem proxies), so the victim, killed as soon as its
+        # first vote is on disk, is most likely killed between its prepare and its commit
         spec = testnet.up(
-            cfg, directory, use_ipfs=False, block_time=0.5, scenario=scenario, max_seconds=600
+            cfg,
+            directory,
+            use_ipfs=False,
+            block_time=0.5,
+            scenario=scenario,
+            max_seconds=600,
+            pbft_netem=LinkProfile(latency=0.75),
         )
         path = state_path(spec, victim)
         _wait_for(
@@ -124,6 +133,7 @@ def test_aggregator_killed_mid_dispute_restarts_from_its_signed_state(tmp_path: 
             f"{victim} restoring its replica",
         )
         restored = next(e for e in _events(directory, victim) if e["action"] == "pbft-restored")
+        print(f"\n{victim} killed with view {saved['view']}, last executed {saved['lastExecuted']}")
         assert restored["view"] == saved["view"]
         assert restored["last_executed"] == saved["lastExecuted"]
         assert restored["low_water"] == saved["h"]

@@ -22,7 +22,7 @@ from typing import Any
 from eth_account.signers.local import LocalAccount
 
 from adapters.contract import Phase, TaskContract
-from consensus.certificate import eligible_certificate, endorse
+from consensus.certificate import CommitCertificate, eligible_certificate, endorse
 from consensus.committee import REPLICA_KINDS
 from consensus.messages import Domain, Instance
 from consensus.pbft import Decide, Node, Replica, SilentReplica
@@ -157,6 +157,8 @@ class PbftService:
                         "my_verdict": "faulty" if self.verdicts[inst] else "upheld",
                     }
                 )
+                if self.restored is not None:
+                    self._recall(inst)
             elif inst in self.certs:
                 # Challenged again after a decision (e.g. a second frivolous challenge):
                 # the same certificate resolves it.
@@ -186,6 +188,21 @@ class PbftService:
             if task.phase(decision.instance.round) == Phase.DISPUTED:
                 lines += self._resolve(task, decision)
         return lines
+
+    def _recall(self, inst: Instance) -> None:
+        """A replica restored from stable storage may have decided ``inst`` before the crash
+        (it then ignores the dispute): hand that decision to the chain glue again."""
+
+        def read(replica: Node) -> tuple[bool, CommitCertificate] | None:
+            return replica.decision(inst.key) if isinstance(replica, Replica) else None
+
+        try:
+            known = self.tcp.call(read)
+        except (TimeoutError, RuntimeError):
+            return
+        if known is not None:
+            faulty, cert = known
+            self._decided.put(Decide(inst, faulty, cert, 0))
 
     def _resolve(self, task: TaskContract, decision: Decide) -> list[dict[str, Any]]:
         inst = decision.instance
