@@ -9,7 +9,11 @@ the order they were scheduled, so the same seed, nodes and calls give the same s
 the same outcome.
 
 Byzantine members are simply other :class:`~consensus.pbft.Node` implementations;
-``crash(node, at)`` silences a node from a given tick on.
+``crash(node, at)`` silences a node from a given tick on; ``restart(node, at, make, downtime)``
+crashes it at ``at`` and, ``downtime`` ticks later, replaces it by ``make(state)`` built from
+its stable storage (every node has a :class:`~consensus.stable_store.MemoryStore` that the
+driver writes each :class:`~consensus.pbft.Persist` to before sending anything else; the
+store outlives the crash, everything else of the node is lost).
 """
 
 from __future__ import annotations
@@ -18,13 +22,14 @@ import heapq
 import math
 import random
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from eth_utils.crypto import keccak
 
+from consensus.evidence import proof_of
 from consensus.messages import Commit, Domain, Instance, InstanceKey, Message, decode, encode
 from consensus.pbft import (
     Action,
@@ -35,6 +40,7 @@ from consensus.pbft import (
     EquivocatingPrimary,
     LyingVoter,
     Node,
+    Persist,
     RandomByzantine,
     Replica,
     ReplicaConfig,
@@ -43,6 +49,7 @@ from consensus.pbft import (
     SilentReplica,
 )
 from consensus.quorums import commit_quorum, max_faulty
+from consensus.stable_store import MemoryStore, StableStore
 from protocol.errors import ConsensusError
 
 __all__ = [
@@ -116,7 +123,13 @@ class MemNet:
         self._order = 0
         self._timers: dict[tuple[int, str], int] = {}
         self.crashed: dict[int, int] = {}
+        self.outages: dict[int, list[tuple[int, int]]] = {}  # node -> [start, end) windows
+        self.stores: dict[int, StableStore] = {i: MemoryStore() for i in range(len(nodes))}
+        self.retired: dict[int, list[Node]] = {}  # nodes replaced by a restart, oldest first
+        self.restarts = 0
+        self.started: dict[int, list[Instance]] = {i: [] for i in range(len(nodes))}
         self.decisions: dict[int, dict[Instance, Decide]] = {i: {} for i in range(len(nodes))}
+        self.flip_flops: list[tuple[int, InstanceKey]] = []  # a node decided both verdicts
         self.commits_seen: set[Commit] = set()
         self.on_action: Callable[[int, Action], None] | None = None
 
@@ -138,9 +151,23 @@ class MemNet:
         """From tick ``at`` on, ``node`` neither receives nor sends anything."""
         self.crashed[node] = self.now if at is None else at
 
+    def restart(
+        self, node: int, at: int, make: Callable[[bytes | None], Node], downtime: int = 0
+    ) -> None:
+        """Crash ``node`` at tick ``at`` (messages to it are lost while it is down) and, after
+        ``downtime`` ticks, replace it by ``make(last persisted state)``; the new node is told
+        about every dispute the old one was (as a real node re-reads them from the chain) and,
+        if it has ``resume()``, resumes."""
+        if downtime > 0:
+            self.outages.setdefault(node, []).append((at, at + downtime))
+        self._push(at + downtime, "restart", node, make)
+
     def is_down(self, node: int, tick: int | None = None) -> bool:
+        t = self.now if tick is None else tick
         at = self.crashed.get(node)
-        return at is not None and (self.now if tick is None else tick) >= at
+        if at is not None and t >= at:
+            return True
+        return any(a <= t < b for a, b in self.outages.get(node, ()))
 
     # ---- running --------------------------------------------------------------------------
 
@@ -163,10 +190,16 @@ class MemNet:
         return all(instance in self.decisions[i] for i in nodes)
 
     def _run(self, tick: int, order: int, kind: str, dst: int, payload: object) -> None:
-        if self.crashed and self.is_down(dst):
+        if kind == "start":  # the dispute is on-chain: a restarted node will see it too
+            assert isinstance(payload, Instance)
+            if payload not in self.started[dst]:
+                self.started[dst].append(payload)
+        if (self.crashed or self.outages) and self.is_down(dst):
             return
         node = self.nodes[dst]
-        if kind == "start":
+        if kind == "restart":
+            actions = self._restart(dst, cast(Callable[[bytes | None], Node], payload))
+        elif kind == "start":
             assert isinstance(payload, Instance)
             actions = node.start(payload)
         elif kind == "timer":
@@ -190,11 +223,29 @@ class MemNet:
         if actions:
             self._apply(dst, actions)
 
+    def _restart(self, dst: int, make: Callable[[bytes | None], Node]) -> list[Action]:
+        self.retired.setdefault(dst, []).append(self.nodes[dst])
+        self._timers = {k: v for k, v in self._timers.items() if k[0] != dst}
+        node = make(self.stores[dst].load())
+        if node.index != dst:
+            raise ConsensusError("a restarted node must keep its committee index")
+        self.nodes[dst] = node
+        self.restarts += 1
+        actions: list[Action] = []
+        resume = getattr(node, "resume", None)
+        if resume is not None:
+            actions += resume()
+        for inst in self.started[dst]:
+            actions += node.start(inst)
+        return actions
+
     def _apply(self, src: int, actions: list[Action]) -> None:
         for a in actions:
             if self.on_action is not None:
                 self.on_action(src, a)
-            if isinstance(a, Broadcast):
+            if isinstance(a, Persist):
+                self.stores[src].save(a.state)
+            elif isinstance(a, Broadcast):
                 payload = self._payload(a.msg)
                 for dst in range(len(self.nodes)):
                     if dst != src:
@@ -209,7 +260,9 @@ class MemNet:
             elif isinstance(a, CancelTimer):
                 self._timers.pop((src, a.timer_id), None)
             elif isinstance(a, Decide):
-                self.decisions[src].setdefault(a.instance, a)
+                first = self.decisions[src].setdefault(a.instance, a)
+                if first.faulty != a.faulty:
+                    self.flip_flops.append((src, a.instance.key))
 
     def _payload(self, msg: Message) -> Message | bytes:
         if isinstance(msg, Commit):
@@ -276,11 +329,16 @@ class ScheduleResult:
     invalid_certificates: int
     evidence: int
     net: NetStats
+    restarts: int = 0
+    flip_flops: list[InstanceKey] = field(default_factory=list)  # one member, both verdicts
+    evidence_against_honest: int = 0  # slashable pairs signed by correct members
 
     @property
     def safe(self) -> bool:
         return (
             all(len(v) <= 1 for v in self.honest_verdicts.values())
+            and not self.flip_flops
+            and self.evidence_against_honest == 0
             and not self.divergent_seqs
             and not self.conflicting_certificates
             and self.invalid_certificates == 0
@@ -329,6 +387,7 @@ def random_schedule(
     settle_ticks: int = 600,
     config: ReplicaConfig | None = None,
     wire: bool = False,
+    restarts: int = 0,
 ) -> ScheduleResult:
     """Run one seeded adversarial schedule and report on it.
 
@@ -340,6 +399,11 @@ def random_schedule(
     carry safety. The network drops, duplicates, delays and partitions messages until a
     random GST.
 
+    ``restarts`` crash-restarts of honest members are drawn last (so seeds without restarts
+    keep their schedules): a member crashes at a random tick, stays down for 0 to 60 ticks and
+    comes back from its stable storage; each time, its re-execution of every dispute it had
+    not voted on flips with probability 0.3 (a payload it could not fetch before, say).
+
     The run stops once every honest member decided every instance, or once the instances
     the honest members alone could decide (``n - f`` of them agree) are decided everywhere and
     ``settle_ticks`` have passed, or after ``max_ticks``.
@@ -348,18 +412,24 @@ def random_schedule(
     roles = _draw_roles(rng, n, max_faulty(n) if byzantine is None else byzantine, behaviours)
     honest = [i for i in range(n) if i not in roles]
     insts, verdicts = _draw_disputes(rng, n, instances, disagreement)
-    nodes = _make_nodes(rng, n, roles, verdicts, config or SCHEDULE_CONFIG)
+    cfg = config or SCHEDULE_CONFIG
+    nodes = _make_nodes(rng, n, roles, verdicts, cfg)
     net = MemNet(nodes, _draw_network(rng, n, wire), seed=rng.randrange(1 << 30))
     for inst in insts:
         base = rng.randint(0, 30)
         for i in range(n):
             net.start(inst, at=base + rng.randint(0, 10), nodes=[i])
+    fickle = _draw_restarts(rng, net, honest, insts, verdicts, cfg, restarts)
 
     q = commit_quorum(n)
     decidable = [
         inst
         for inst in insts
-        if max(sum(verdicts[(i, inst.key)] == v for i in honest) for v in (False, True)) >= q
+        if max(
+            sum(verdicts[(i, inst.key)] == v and (i, inst.key) not in fickle for i in honest)
+            for v in (False, True)
+        )
+        >= q
     ]
 
     def done(net: MemNet) -> bool:
@@ -444,6 +514,42 @@ def _make_nodes(
     return nodes
 
 
+def _draw_restarts(
+    rng: random.Random,
+    net: MemNet,
+    honest: list[int],
+    insts: list[Instance],
+    verdicts: dict[tuple[int, InstanceKey], bool],
+    cfg: ReplicaConfig,
+    restarts: int,
+) -> set[tuple[int, InstanceKey]]:
+    """Schedule ``restarts`` crash-restarts of honest members; returns the (member, dispute)
+    pairs whose re-execution may differ after a restart (they count for neither verdict)."""
+    fickle: set[tuple[int, InstanceKey]] = set()
+    if not restarts or not honest:
+        return fickle
+    accounts = simulation_accounts(len(net.nodes))
+    committee = [a.address for a in accounts]
+    for _ in range(restarts):
+        i = rng.choice(honest)
+        at = rng.randint(5, 250)
+        downtime = rng.choice([0, rng.randint(1, 60)])
+        flips = {inst.key for inst in insts if rng.random() < 0.3}
+        fickle |= {(i, k) for k in flips}
+
+        def make(state: bytes | None, i: int = i, flips: set[InstanceKey] = flips) -> Node:
+            for k in flips:  # only what it has not voted on yet: votes are in its state
+                verdicts[(i, k)] = not verdicts[(i, k)]
+
+            def validate(x: Instance, i: int = i) -> bool:
+                return verdicts[(i, x.key)]
+
+            return Replica(i, committee, accounts[i], SIM_DOMAIN, validate, cfg, state=state)
+
+        net.restart(i, at, make, downtime)
+    return fickle
+
+
 def _draw_network(rng: random.Random, n: int, wire: bool) -> NetConfig:
     """Loss, duplication, delays and up to two partitions, all before a random GST."""
     gst = rng.choice([0, rng.randint(20, 400)])
@@ -478,7 +584,8 @@ def _summarise(
     honest_verdicts = {inst.key: net.verdicts(inst.key, honest) for inst in insts}
     traces: dict[int, set[tuple[InstanceKey, bool]]] = {}
     replicas = [r for r in (net.nodes[i] for i in honest) if isinstance(r, Replica)]
-    for r in replicas:
+    retired = [r for i in honest for r in net.retired.get(i, []) if isinstance(r, Replica)]
+    for r in replicas + retired:
         for seq, key, faulty in r.trace:
             traces.setdefault(seq, set()).add((key, faulty))
     invalid = 0
@@ -500,11 +607,19 @@ def _summarise(
         view_changes=sum(r.stats["view_changes"] for r in replicas),
         state_transfers=sum(r.stats["state_transfers"] for r in replicas),
         divergent_seqs=sorted(s for s, v in traces.items() if len(v) > 1)
-        + [-1] * sum(r.stats["divergences"] for r in replicas),
+        + [-1] * sum(r.stats["divergences"] for r in replicas + retired),
         conflicting_certificates=conflicting_certificates(
             net.commits_seen, commit_quorum(n), committee
         ),
         invalid_certificates=invalid,
         evidence=sum(len(r.evidence) for r in replicas),
         net=net.stats,
+        restarts=net.restarts,
+        flip_flops=[k for i, k in net.flip_flops if i in honest],
+        evidence_against_honest=sum(
+            1
+            for r in replicas + retired
+            for e in r.evidence
+            if e.sender in honest and proof_of(e) is not None
+        ),
     )

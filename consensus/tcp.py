@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from consensus.messages import MAX_MESSAGE_BYTES, Instance, Message, decode, encode
-from consensus.pbft import Action, Broadcast, CancelTimer, Decide, Node, Send, SetTimer
+from consensus.pbft import Action, Broadcast, CancelTimer, Decide, Node, Persist, Send, SetTimer
 from consensus.rtt import PingBook, TimerScale
+from consensus.stable_store import StableStore
 from protocol.errors import ConsensusError
 
 __all__ = [
@@ -152,8 +153,10 @@ class TcpNode:
         max_frame: int = MAX_MESSAGE_BYTES,
         queue_size: int = 1024,
         on_decide: Callable[[Decide], None] | None = None,
+        store: StableStore | None = None,
     ) -> None:
         self.replica = replica
+        self.store = store
         self.listen = listen
         self.peers: dict[int, tuple[str, int]] = dict(peers or {})
         self.time_unit = time_unit
@@ -295,10 +298,20 @@ class TcpNode:
 
     # ---- actions --------------------------------------------------------------------------
 
+    def resume(self) -> None:
+        """A replica restarted from stable storage: start its timers, re-send its latest."""
+        resume = getattr(self.replica, "resume", None)
+        if resume is not None and not self.closing:
+            self._apply(resume())
+
     def _apply(self, actions: list[Action]) -> None:
         assert self._loop is not None, "start() the node first"
         for a in actions:
-            if isinstance(a, Broadcast):
+            if isinstance(a, Persist):
+                # durable before anything of this batch leaves (an error stops the batch)
+                if self.store is not None:
+                    self.store.save(a.state)
+            elif isinstance(a, Broadcast):
                 data = encode(a.msg)
                 for idx in self.peers:
                     self._enqueue(idx, data)
@@ -469,6 +482,9 @@ class ThreadedTcpNode:
 
     def submit(self, instance: Instance) -> None:
         self._loop.call_soon_threadsafe(self.node.submit, instance)
+
+    def resume(self) -> None:
+        self._loop.call_soon_threadsafe(self.node.resume)
 
     def call(self, fn: Callable[[Node], T], timeout: float = 5.0) -> T:
         """``fn(replica)`` run on the event-loop thread (the only thread that touches the

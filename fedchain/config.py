@@ -26,6 +26,15 @@ WEI_PER_ETH = 10**18
 #: (a reveal of K clients is 36·K bytes).
 RECORD_BATCH = 25
 
+#: The smallest committee PBFT can run with: n >= 3f + 1 with f >= 1 (docs/pbft.md). With
+#: n = 2 or 3 the n - f quorum is n (the accused must sign its own conviction, one member
+#: blocks every certificate), with n = 1 nobody can challenge.
+MIN_COMMITTEE = 4
+COMMITTEE_BOUND = (
+    "must be at least 4: PBFT needs n >= 3f + 1 with f >= 1 "
+    "(with 2 or 3 the accused must sign its own conviction, with 1 nobody can challenge)"
+)
+
 
 @dataclass
 class DemoConfig:
@@ -162,6 +171,8 @@ class DemoConfig:
         for key in positive:
             if getattr(self, key) < 1:
                 raise bad(key, "must be at least 1")
+        if self.aggregators < MIN_COMMITTEE:
+            raise bad("aggregators", COMMITTEE_BOUND)
         for key in ("epochs", "batch_size"):
             if getattr(self, key) is not None and getattr(self, key) < 1:
                 raise bad(key, "must be at least 1")

@@ -2,7 +2,7 @@
 """UnixFS storage on the real backend: CID equality with js-ipfs, store throughput and memory,
 and one round of a >= 10 M-parameter model, phase by phase.
 
-    .venv/bin/python scripts/bench_storage.py [--sizes-only] [--clients 2] [--aggregators 3]
+    .venv/bin/python scripts/bench_storage.py [--sizes-only] [--clients 2] [--aggregators 4]
                                               [--epochs 1] [--embedded] [--json OUT.json]
 
 Starts its own js-ipfs daemon and anvil (project-local binaries) in a temporary directory.
@@ -137,7 +137,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes-only", action="store_true", help="skip the model round")
     ap.add_argument("--clients", type=int, default=2)
-    ap.add_argument("--aggregators", type=int, default=3)
+    ap.add_argument("--aggregators", type=int, default=4)
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--embedded", action="store_true", help="also run the round embedded")
     ap.add_argument("--json", default=None, help="also write the figures here")

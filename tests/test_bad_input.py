@@ -65,6 +65,10 @@ CLI_CASES = [
     (["demo", "--min-updates", "99"], ["--min-updates", "99"]),
     (["demo", "--frac-bits", "40"], ["--frac-bits", "40"]),
     (["demo", "--update-batch", "-1"], ["--update-batch", "-1"]),
+    # committees below n = 3f + 1 with f >= 1 (issue 20)
+    (["demo", "--aggregators", "3"], ["--aggregators", "3", "n >= 3f + 1 with f >= 1"]),
+    (["demo", "--aggregators", "2"], ["--aggregators", "2", "at least 4"]),
+    (["demo", "--aggregators", "1"], ["--aggregators", "1", "at least 4"]),
     # unknown rule, bad rule parameters, too few clients for them
     (["demo", "--rule", "nope"], ["--rule", "nope"]),
     (["demo", "--rule", "krum", "--rule-param", "f=abc"], ["--rule-param", "abc"]),
@@ -84,6 +88,26 @@ def test_cli_option_errors(
     code, err = run_cli([*argv, "--out", str(out), "--quiet"], capsys)
     assert_one_line_error(code, err, *needles)
     assert not out.exists() or not any(out.iterdir())  # nothing left behind
+
+
+def test_committee_below_four_is_refused_by_every_entry_point(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A committee of 1-3 aggregators: the n - f quorum is n (the accused signs its own
+    conviction) or nobody can challenge. Every entry point shares DemoConfig.validate."""
+    target = tmp_path / "tn"
+    code, err = run_cli(["testnet", "up", "--dir", str(target), "--aggregators", "3"], capsys)
+    assert_one_line_error(code, err, "--aggregators", "3f + 1")
+    assert not target.exists()
+    scenario = tmp_path / "small.toml"
+    scenario.write_text("[run]\naggregators = 3\n")
+    out = tmp_path / "runs"
+    code, err = run_cli(["run", str(scenario), "--out", str(out), "--quiet"], capsys)
+    assert_one_line_error(code, err, "aggregators", "3f + 1")
+    assert not out.exists() or not any(out.iterdir())
+    from fedchain.config import DemoConfig
+
+    DemoConfig(aggregators=4).validate()  # the smallest committee is fine
 
 
 def test_mnist_without_a_path(

@@ -33,6 +33,9 @@ Protocol summary (details and the safety argument are in ``docs/pbft.md``):
   answers with a :class:`~consensus.messages.CommitProof` (or its stable checkpoint proof), so
   the lagging replica executes, or fast-forwards, without trusting any single peer; after a
   fast-forward it asks for the skipped decisions with :class:`~consensus.messages.Fetch`.
+* stable storage: before anything leaves a replica, the driver writes its signed state (a
+  :class:`Persist` action leads the batch); a restarted replica is built from it and never
+  signs a message that conflicts with one it signed before.
 * duplicates are ignored; two different signed messages from one sender for the same slot are
   recorded as :class:`Evidence` and the later one is ignored.
 
@@ -41,6 +44,7 @@ actions, the ``Node`` protocol), :mod:`.log` (slots, proofs, the state digest), 
 (shared state and plumbing), :mod:`.ordering` (normal case and execution),
 :mod:`.checkpoints` (stable checkpoints, garbage collection, state transfer),
 :mod:`.view_change` (VIEW-CHANGE, NEW-VIEW, timers), :mod:`.catchup` (lagging replicas),
+:mod:`.stable` (the signed state a replica persists before sending and restarts from),
 :mod:`.replica` (the thin :class:`Replica` composing them) and :mod:`.byzantine` (behaviours
 for tests and experiments). Thresholds come from :mod:`consensus.quorums` only.
 """
@@ -59,6 +63,7 @@ from consensus.pbft.interface import (
     Decide,
     Evidence,
     Node,
+    Persist,
     ReplicaConfig,
     Send,
     SetTimer,
@@ -78,6 +83,7 @@ __all__ = [
     "LyingVoter",
     "NewViewPlan",
     "Node",
+    "Persist",
     "RandomByzantine",
     "Replica",
     "ReplicaConfig",

@@ -93,6 +93,7 @@ class CheckpointService:
             c.stats["state_transfers"] += 1
             c.catchup.request_skipped(range(lo, seq + 1))
         c.h = seq
+        c.unsaved = True
         c.stable_digest = digest
         c.stable_proof = proof
         for d in (c.prepared, c.proofs, c.executed, c.catchup.ready):

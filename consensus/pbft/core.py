@@ -20,7 +20,9 @@ from consensus.certificate import CommitCertificate
 from consensus.messages import (
     GENESIS_STATE_DIGEST,
     Checkpoint,
+    CommitProof,
     Domain,
+    Fetch,
     Instance,
     InstanceKey,
     Message,
@@ -120,6 +122,7 @@ class ReplicaCore:
         self._timer_gen = 0
         self._vc_attempts = 0
         self._out: list[Action] = []
+        self.unsaved = False  # the signed state changed since the last Persist
 
         self.evidence: list[Evidence] = []
         self._evidence_slots: set[tuple[Any, ...]] = set()
@@ -154,6 +157,8 @@ class ReplicaCore:
     # ---- messages out, signatures -------------------------------------------------------
 
     def sign(self, msg: SignedT) -> SignedT:
+        if not isinstance(msg, CommitProof | Fetch):  # (answers to others bind nothing)
+            self.unsaved = True  # stable storage first: its batch starts with Persist
         return sign(msg, self.account, self.domain)
 
     def verify(self, msg: Message) -> None:
@@ -264,6 +269,7 @@ class ReplicaCore:
         self.record_decision(pp.key, Decided(seq, pp.faulty, cert, proof))
 
     def record_decision(self, key: InstanceKey, entry: Decided) -> None:
+        self.unsaved = True
         self.decided[key] = entry
         while len(self.decided) > self.config.history_limit:
             self.decided.popitem(last=False)

@@ -17,6 +17,7 @@ __all__ = [
     "Decide",
     "Evidence",
     "Node",
+    "Persist",
     "ReplicaConfig",
     "Send",
     "SetTimer",
@@ -29,6 +30,8 @@ class ReplicaConfig:
     derived from the measured round-trip time, see :mod:`consensus.rtt`).
 
     ``checkpoint_interval`` is K, ``log_window`` is L (high-water mark = h + L, L >= K).
+    With ``stable_storage`` (the default) every batch of actions that follows a change of the
+    replica's signed state starts with a :class:`Persist` (see :mod:`consensus.pbft.stable`).
     Timeouts back off as ``timeout * 2**min(k, max_backoff_exponent)`` where ``k`` counts view
     changes since the last executed sequence number.
     """
@@ -43,6 +46,7 @@ class ReplicaConfig:
     catchup_limit: int = 64
     max_evidence: int = 256
     record_trace: bool = False
+    stable_storage: bool = True
 
     def __post_init__(self) -> None:
         if self.checkpoint_interval < 1 or self.log_window < self.checkpoint_interval:
@@ -66,6 +70,16 @@ class Broadcast:
     """Deliver ``msg`` to every other replica (a replica processes its own messages itself)."""
 
     msg: Message
+
+
+@dataclass(frozen=True)
+class Persist:
+    """Write ``state`` durably to this replica's stable storage BEFORE carrying out any later
+    action of the same batch (it is always the first one); a restarted replica is built from
+    the last state written (``Replica(..., state=...)``). Drivers without storage may drop it,
+    at the price of the restart guarantee."""
+
+    state: bytes
 
 
 @dataclass(frozen=True)
@@ -95,7 +109,7 @@ class Decide:
     seq: int
 
 
-Action: TypeAlias = Send | Broadcast | SetTimer | CancelTimer | Decide
+Action: TypeAlias = Persist | Send | Broadcast | SetTimer | CancelTimer | Decide
 
 
 @dataclass(frozen=True)

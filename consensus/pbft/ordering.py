@@ -268,6 +268,7 @@ class OrderingService:
         pp = proof.pre_prepare
         c.state_digest = state_transition(c.state_digest, seq, pp.key, pp.faulty)
         c.last_executed = seq
+        c.unsaved = True
         c.executed[seq] = (pp.key, pp.faulty)
         c.proofs[seq] = proof
         c.stats["executed"] += 1

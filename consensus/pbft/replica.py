@@ -32,9 +32,10 @@ from consensus.messages import (
 from consensus.pbft.catchup import CatchupService
 from consensus.pbft.checkpoints import CheckpointService
 from consensus.pbft.core import ReplicaCore
-from consensus.pbft.interface import Action, ReplicaConfig
+from consensus.pbft.interface import Action, Persist, ReplicaConfig
 from consensus.pbft.log import Decided, Slot
 from consensus.pbft.ordering import OrderingService
+from consensus.pbft.stable import restore, snapshot
 from consensus.pbft.view_change import ViewChangeService
 from protocol.errors import ConsensusError
 
@@ -48,6 +49,10 @@ class Replica(ReplicaCore):
     ``committee[index]``'s key; ``validate(instance)`` is this replica's own re-execution
     verdict (True: the aggregate is faulty). It is called at most once per instance unless it
     raises (then the replica abstains and asks again later).
+
+    ``state`` is the last :class:`~consensus.pbft.interface.Persist` state this member's
+    driver wrote: the replica restarts from it (see :mod:`consensus.pbft.stable`), and the
+    driver then calls :meth:`resume`.
     """
 
     def __init__(
@@ -58,12 +63,16 @@ class Replica(ReplicaCore):
         domain: Domain,
         validate: Callable[[Instance], bool],
         config: ReplicaConfig | None = None,
+        *,
+        state: bytes | None = None,
     ) -> None:
         super().__init__(index, committee, account, domain, validate, config)
         self.ordering = OrderingService(self)
         self.checkpoints = CheckpointService(self)
         self.view_changes = ViewChangeService(self)
         self.catchup = CatchupService(self)
+        if state is not None:
+            restore(self, state)
 
     # ---- inputs ---------------------------------------------------------------------------
 
@@ -103,6 +112,14 @@ class Replica(ReplicaCore):
                 self._retransmit()
         return self._finish()
 
+    def resume(self) -> list[Action]:
+        """After a restart from stable storage: start the timers and re-send this replica's
+        own latest messages (the peers answer what it missed while it was down)."""
+        self._out = []
+        if self._unsettled():
+            self._retransmit()
+        return self._finish()
+
     def learn(self, certificate: CommitCertificate) -> list[Action]:
         """Accept a decision observed elsewhere (e.g. on-chain) after verifying it."""
         self._out = []
@@ -137,6 +154,10 @@ class Replica(ReplicaCore):
     def _finish(self) -> list[Action]:
         self._maintain_timers()
         out, self._out = self._out, []
+        if self.unsaved:
+            self.unsaved = False
+            if self.config.stable_storage:
+                out.insert(0, Persist(snapshot(self)))
         return out
 
     def _unsettled(self) -> bool:

@@ -252,6 +252,7 @@ class ViewChangeService:
             c.ordering.reset_view()
         c.view = nv.view
         c.active = True
+        c.unsaved = True
         self.new_view = nv
         self.own = None
         c.stats["new_views"] += 1

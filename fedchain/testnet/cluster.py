@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -132,6 +133,7 @@ def up(
     from fedchain.sim.runner import Demo
     from protocol.metrics import Progress
 
+    cfg.validate()  # bad values (a committee below 4, say) before anything starts
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -140,6 +142,9 @@ def up(
         existing = load_spec(directory)
         if any(is_running(p) for p in _all_pids(directory, existing)):
             raise FedchainError(f"a testnet is already running in {directory}; 'testnet down'")
+    # A new task: replicas start fresh. Votes kept from an earlier task were signed in another
+    # EIP-712 domain (they cannot conflict with this task's) and would be refused on restore.
+    shutil.rmtree(directory / "pbft", ignore_errors=True)
     services: dict[str, Any] = {}
     anvil = AnvilService(
         directory / "anvil", block_time=block_time, state_path=directory / "anvil" / "state.json"

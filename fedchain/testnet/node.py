@@ -161,6 +161,9 @@ class NodeProcess:
             address=self.account.address,
             round=self._round_if_reachable(),
         )
+        restored = getattr(self.replica, "restored", None)
+        if restored is not None:
+            log(self.name, "pbft-restored", **restored)
         started = time.monotonic()
         try:
             failures = 0

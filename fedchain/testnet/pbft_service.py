@@ -5,21 +5,28 @@ thread), records its verdict, and hands the dispute instance to its replica, whi
 :class:`consensus.tcp.ThreadedTcpNode` in a background thread. When the replica decides, the
 node submits the commit certificate with ``resolveDispute`` (a revert because another
 member submitted first is expected and ignored).
+
+Stable storage: the replica's signed state is written to ``DIR/pbft/NAME.state`` (temporary
+file, ``fsync``, ``rename``) before anything it signed leaves the process, and a restarted
+process (``fedchain testnet kill`` + ``start``) rebuilds the replica from it: same view,
+same log, same votes, so it never signs a message that conflicts with one it signed before.
 """
 
 from __future__ import annotations
 
 import queue
 import socket
+from pathlib import Path
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
 
 from adapters.contract import Phase, TaskContract
-from consensus.certificate import eligible_certificate, endorse
+from consensus.certificate import CommitCertificate, eligible_certificate, endorse
 from consensus.committee import REPLICA_KINDS
 from consensus.messages import Domain, Instance
 from consensus.pbft import Decide, Node, Replica, SilentReplica
+from consensus.stable_store import FileStore, StableStore
 from consensus.tcp import ThreadedTcpNode
 from fedchain.testnet.netem import pbft_peers
 from protocol.errors import ConsensusError, ContractRevert
@@ -38,6 +45,11 @@ def assign_ports(spec: dict[str, Any]) -> None:
             node["pbft_port"] = _free_port()
 
 
+def state_path(spec: dict[str, Any], name: str) -> Path:
+    """Where node ``name`` keeps its replica's signed state: ``DIR/pbft/NAME.state``."""
+    return Path(spec["dir"]) / "pbft" / f"{name}.state"
+
+
 class PbftService:
     """One aggregator's replica, its TCP transport, and the chain glue."""
 
@@ -50,8 +62,10 @@ class PbftService:
         domain: Domain,
         node: Any,
         kind: str = "honest",
+        store: StableStore | None = None,
     ) -> None:
         self.node = node
+        self.store = store
         self.account = account
         self.domain = domain
         self.verdicts: dict[Instance, bool] = {}
@@ -61,19 +75,32 @@ class PbftService:
         self._decided: queue.Queue[Decide] = queue.Queue()
         cls = REPLICA_KINDS.get(kind, None)
         replica: Node
+        state = None if store is None else store.load()
+        #: what the replica was restored from stable storage (None: a fresh start)
+        self.restored: dict[str, int] | None = None
         if cls is None:
             replica = SilentReplica(index)
         else:
-            replica = cls(index, committee, account, domain, self._validate)
+            replica = cls(index, committee, account, domain, self._validate, state=state)
+            if state is not None:
+                self.restored = {
+                    "view": replica.view,
+                    "last_executed": replica.last_executed,
+                    "low_water": replica.h,
+                    "bytes": len(state),
+                }
         self.replica = replica
-        self._view = 0
+        self._view = getattr(replica, "view", 0)
         self.tcp = ThreadedTcpNode(
             replica,
             listen=peers[index],
             on_decide=self._decided.put,
+            store=store,
         )
         self.tcp.start()
         self.tcp.set_peers(peers)
+        if self.restored is not None:
+            self.tcp.resume()
 
     @classmethod
     def for_node(
@@ -85,8 +112,16 @@ class PbftService:
         committee = [n["address"] for n in aggs]
         peers = pbft_peers(spec, int(entry["index"]))  # via WAN proxies, if any
         domain = Domain(int(spec["chain_id"]), spec["task"])
+        store = FileStore(state_path(spec, str(entry["name"])))
         return cls(
-            int(entry["index"]), committee, peers, account, domain, node, node.behaviour.pbft
+            int(entry["index"]),
+            committee,
+            peers,
+            account,
+            domain,
+            node,
+            node.behaviour.pbft,
+            store=store,
         )
 
     def _validate(self, instance: Instance) -> bool:
@@ -122,6 +157,8 @@ class PbftService:
                         "my_verdict": "faulty" if self.verdicts[inst] else "upheld",
                     }
                 )
+                if self.restored is not None:
+                    self._recall(inst)
             elif inst in self.certs:
                 # Challenged again after a decision (e.g. a second frivolous challenge):
                 # the same certificate resolves it.
@@ -151,6 +188,21 @@ class PbftService:
             if task.phase(decision.instance.round) == Phase.DISPUTED:
                 lines += self._resolve(task, decision)
         return lines
+
+    def _recall(self, inst: Instance) -> None:
+        """A replica restored from stable storage may have decided ``inst`` before the crash
+        (it then ignores the dispute): hand that decision to the chain glue again."""
+
+        def read(replica: Node) -> tuple[bool, CommitCertificate] | None:
+            return replica.decision(inst.key) if isinstance(replica, Replica) else None
+
+        try:
+            known = self.tcp.call(read)
+        except (TimeoutError, RuntimeError):
+            return
+        if known is not None:
+            faulty, cert = known
+            self._decided.put(Decide(inst, faulty, cert, 0))
 
     def _resolve(self, task: TaskContract, decision: Decide) -> list[dict[str, Any]]:
         inst = decision.instance
