@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from privacy import he, he_round
+from privacy.reveal_safety import RevealUnsafe, check_reveal_safe
 from privacy.secagg import Reveal
 from privacy.secagg_round import (
     KeyRecord,
@@ -49,7 +50,8 @@ class PrivateInputs:
     ``task``: the task contract's address; ``enc_keys``: the registered encryption keys;
     ``peers``: ``P_r`` (:func:`privacy.secagg_round.keys_in_force`); ``reveals``: every
     registered reveal as ``(revealer client index, payload or None)``; ``decryption``: the
-    key holder's decryption record of the round (HE), or None.
+    key holder's decryption record of the round (HE), or None; ``included``: the clients
+    the contract included (its bitmap; None: those whose payload is given).
     """
 
     clients: tuple[int, ...]
@@ -58,6 +60,7 @@ class PrivateInputs:
     peers: Mapping[int, KeyRecord] = field(default_factory=dict)
     reveals: tuple[tuple[int, bytes | None], ...] = ()
     decryption: bytes | None = None
+    included: frozenset[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,19 @@ def _secagg_sum(
             "be removed",
             notes,
         )
+    onchain = inputs.included
+    unavailable = sorted(set(onchain or ()) & set(inputs.peers) - set(masked))
+    if unavailable:
+        # honest clients reveal nothing for an included peer they cannot see (never its
+        # mask key), so it can neither be unmasked nor treated as dropped
+        return PrivateSum(
+            None,
+            tuple(included),
+            excluded,
+            f"secagg: included payloads of clients {unavailable} are unavailable, so their "
+            "masks cannot be removed",
+            notes,
+        )
     if len(masked) < ctx.threshold:
         return PrivateSum(
             None,
@@ -156,6 +172,12 @@ def _secagg_sum(
             f"secagg: {len(masked)} included updates, fewer than the threshold {ctx.threshold}"
             " (a smaller sum could expose individual updates)",
             notes,
+        )
+    try:
+        check_reveal_safe(masked, inputs.peers, ctx.threshold, spec.threshold)
+    except RevealUnsafe as exc:
+        return PrivateSum(
+            None, tuple(included), excluded, f"secagg: reveal-safety rule: {exc}", notes
         )
     try:
         result = unmask_round(round_, inputs.peers, masked, reveals, ctx)

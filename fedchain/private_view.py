@@ -37,6 +37,7 @@ from aggregators.private import PrivateInputs, private_dim
 from clients.node import ClientEvent, ClientNode
 from privacy import he, he_round
 from privacy.client_keys import ClientSecrets
+from privacy.reveal_safety import RevealUnsafe
 from privacy.secagg import DealtShares
 from privacy.secagg_round import (
     KeyRecord,
@@ -64,6 +65,7 @@ class _Round:
     peers: dict[int, KeyRecord]
     refused: dict[int, str]
     included: dict[int, MaskedUpdate] | None = None
+    onchain: frozenset[int] | None = None
 
 
 class SecAggView:
@@ -140,8 +142,22 @@ class SecAggView:
         """Whether ``round_``'s published inputs are final (its reveal window has closed)."""
         return not self.records.revealing(round_)
 
+    def included_clients(self, round_: int) -> frozenset[int]:
+        """The clients the contract included in ``round_`` (its bitmap: the same set for
+        every node, whatever each could fetch; the set must be fixed)."""
+        state = self._round(round_)
+        if state.onchain is None:
+            updates = self.task.updates(round_)
+            flags = self.task.included_updates(round_)
+            clients = (
+                self.task.client_index(u.client) for u, f in zip(updates, flags, strict=True) if f
+            )
+            state.onchain = frozenset(c for c in clients if c is not None)
+        return state.onchain
+
     def included(self, round_: int) -> dict[int, MaskedUpdate]:
-        """The round's included, valid masked updates by client (the set must be fixed)."""
+        """The round's included masked updates that this node could fetch and that are
+        valid, by client (the set must be fixed); see :meth:`included_clients` for the set."""
         state = self._round(round_)
         if state.included is None:
             updates, payloads = fetch_included(self.task, self.store, round_)
@@ -149,7 +165,7 @@ class SecAggView:
             for update, payload in zip(updates, payloads, strict=True):
                 client = self.task.client_index(update.client)
                 if payload is None or client is None:
-                    continue
+                    continue  # unavailable here: nothing is revealed for it
                 try:
                     out[client] = self.check(round_, client, payload)
                 except (CodecError, SecAggError):
@@ -169,6 +185,7 @@ class SecAggView:
             enc_keys=state.ctx.enc_keys,
             peers=state.peers,
             reveals=reveals,
+            included=self.included_clients(round_),
         )
 
     def _client(self, address: str) -> int:
@@ -266,7 +283,9 @@ class SecAggClient:
             and records.revealing(round_)
             and self.index not in records.first_payloads(round_, REVEAL)
         ):
-            out.append((REVEAL, self.reveal(round_)))
+            reveal = self.reveal(round_)
+            if reveal is not None:
+                out.append((REVEAL, reveal))
         return out
 
     def _key_record_due(self, round_: int, phase: Phase, everyone: int) -> bool:
@@ -285,14 +304,27 @@ class SecAggClient:
             self.secrets, round_, vector, view.peers(round_), view.context(round_)
         ).to_bytes()
 
-    def reveal(self, round_: int) -> bytes:
-        """This client's reveal of ``round_`` (the included set must be fixed)."""
+    def reveal(self, round_: int) -> bytes | None:
+        """This client's reveal of ``round_`` (the included set must be fixed), or None when
+        the reveal-safety rule refuses the round's on-chain included set.
+
+        The included set is the contract's, never the payloads this node could fetch: an
+        included peer whose payload it cannot fetch or check gets nothing revealed (never
+        its mask key), so nodes with different fetch views cannot together expose it."""
         view = self.view
-        included = view.included(round_)
-        shares: dict[int, DealtShares] = {c: m.self_mask_shares for c, m in included.items()}
-        rev = client_reveal(
-            self.secrets, round_, included, view.peers(round_), shares, view.context(round_)
-        )
+        available = view.included(round_)
+        shares: dict[int, DealtShares] = {c: m.self_mask_shares for c, m in available.items()}
+        try:
+            rev = client_reveal(
+                self.secrets,
+                round_,
+                view.included_clients(round_),
+                view.peers(round_),
+                shares,
+                view.context(round_),
+            )
+        except RevealUnsafe:
+            return None
         return rev.to_bytes()
 
     def step(self, round_: int) -> list[ClientEvent]:

@@ -34,6 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from privacy.client_keys import ClientSecrets
+from privacy.reveal_safety import check_reveal_safe
 from privacy.secagg import (
     MASK_KEY,
     RING,
@@ -336,14 +337,28 @@ def client_reveal(
     peers: Mapping[int, KeyRecord],
     self_masks: Mapping[int, DealtShares],
     ctx: SecAggContext,
+    n_min: int | None = None,
 ) -> Reveal:
     """What this client reveals once ``included`` (``I_r``) is fixed: its shares of the
-    included peers' self masks and of the dropped peers' mask keys (those that open)."""
+    included peers' self masks and of the dropped peers' mask keys (those that open).
+
+    ``included`` must be the **on-chain** included set (the contract's bitmap), not the
+    clients whose payloads this client could fetch: a peer in it is never treated as
+    dropped, so its mask key is never revealed; if its self-mask shares (``self_masks``:
+    those of the payloads this client fetched and checked) are missing, nothing is revealed
+    for it (the round then cannot unmask and is carried forward: never a public update).
+    Raises :class:`~privacy.reveal_safety.RevealUnsafe` when the reveal-safety rule fails
+    (``n_min`` defaults to the threshold: the full graph's ``⌈(1 − δ)K⌉``).
+    """
+    inc = set(included)
+    check_reveal_safe(
+        inc & set(peers), peers, ctx.threshold, ctx.threshold if n_min is None else n_min
+    )
     return make_reveal(
         secrets.keys(round_),
         round_,
-        included,
-        self_masks,
+        inc,
+        {c: d for c, d in self_masks.items() if c in inc},
         {c: rec.shares for c, rec in peers.items()},
         {c: rec.bundle for c, rec in peers.items()},
         ctx.task,

@@ -36,6 +36,7 @@ from privacy.accounting import (
 )
 from privacy.distributed import DEFAULT_SCALE, DdpParams, survivor_threshold
 from privacy.mechanisms import check_delta, check_epsilon, check_positive
+from privacy.reveal_safety import check_threshold_floor
 from protocol.errors import ConfigError, PrivacyBudgetError
 
 __all__ = [
@@ -242,6 +243,8 @@ class PrivacySpec:
             raise ConfigError(f"dropout_fraction {self.dropout_fraction!r}: must lie in [0, 1)")
         if int(self.reveal_window) < 1:
             raise ConfigError(f"reveal_window {self.reveal_window!r}: must be at least 1 block")
+        if "secagg" in self.components:
+            check_threshold_floor(self.num_clients, self.threshold)
         if float(self.sample_rate) < 1.0:
             raise ConfigError(
                 f"sample_rate {self.sample_rate!r}: privacy {self.mode!r} needs every client "

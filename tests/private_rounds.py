@@ -16,6 +16,7 @@ from clients.release import client_release
 from privacy import he, he_round
 from privacy import secagg_round as sr
 from privacy.client_keys import ClientSecrets
+from privacy.reveal_safety import RevealUnsafe
 from privacy.spec import PrivacySpec
 from protocol.fixedpoint import NumericFormat
 from protocol.manifest import TaskManifest
@@ -120,9 +121,12 @@ class Federation:
             }
             shares = {i: m.self_mask_shares for i, m in masked.items()}
             for r in included if revealers is None else revealers:
-                rev = sr.client_reveal(
-                    self.secrets[r], round_, included, self.peers, shares, self.ctx
-                )
+                try:
+                    rev = sr.client_reveal(
+                        self.secrets[r], round_, included, self.peers, shares, self.ctx
+                    )
+                except RevealUnsafe:
+                    continue  # an honest client reveals nothing for an unsafe included set
                 reveals.append((r, (reveal_bytes or {}).get(r, rev.to_bytes())))
         else:
             pk, sk = he_keys()
