@@ -274,17 +274,19 @@ class ClientNode:
             else:
                 self.store.put(payload)
         digest = content_digest(payload)
+        # public forever: bucketed or hidden when the task asks (sum modes ignore it)
+        num_samples = self.privacy.registered_samples(result.num_samples)
         detail = {
             "digest": digest.hex(),
-            "num_samples": result.num_samples,
+            "num_samples": num_samples,
             "loss": result.mean_loss,
         }
         if relay is not None:
             with self.clock.phase(round_, "register"):
-                relay(self.signed_update(round_, digest, result.num_samples))
+                relay(self.signed_update(round_, digest, num_samples))
             return ClientEvent(round_, "signedUpdate", detail)
         with self.clock.phase(round_, "register"):
-            self.task.submit_update(self.account, round_, digest, result.num_samples)
+            self.task.submit_update(self.account, round_, digest, num_samples)
         self._submitted.add(round_)
         return ClientEvent(round_, "submitUpdate", detail)
 

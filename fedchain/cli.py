@@ -259,6 +259,14 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
         "clients reveal shares (the HE key holder its decryption) (%(default)s)",
     )
     g.add_argument(
+        "--sample-counts",
+        choices=["exact", "bucket", "hidden"],
+        default=d.sample_counts,
+        help="secagg/he: the numSamples each client registers on-chain (public forever; the "
+        "sum modes weigh every update 1): exact, bucket (next power of two) or hidden (1) "
+        "(%(default)s)",
+    )
+    g.add_argument(
         "--he-key-bits",
         type=int,
         default=d.he_key_bits,
@@ -440,6 +448,7 @@ def _demo_config(args: argparse.Namespace) -> Any:
         ddp_scale=args.ddp_scale,
         he_key_bits=args.he_key_bits,
         reveal_window=args.reveal_window,
+        sample_counts=args.sample_counts,
         **_engine_overrides(args),
     )
 

@@ -82,6 +82,7 @@ class DemoConfig:
     clip_bit_epsilon: float = 0.5
     he_key_bits: int = 2048
     reveal_window: int = 3
+    sample_counts: str = "exact"
 
     def reveal_blocks(self) -> int:
         """Blocks the reveal window lasts: ``--reveal-window``, widened under secure
@@ -124,6 +125,7 @@ class DemoConfig:
             clip_learning_rate=self.clip_learning_rate,
             clip_bit_epsilon=self.clip_bit_epsilon,
             reveal_window=self.reveal_blocks(),
+            sample_counts=self.sample_counts,
         )
 
     # signed update records per submitUpdates batch the in-process fleet relays (0: every
@@ -296,6 +298,7 @@ PRIVACY_OPTIONS = (
     ("ddp_scale", ("ddp+secagg", "ddp+he"), "ddp+secagg or ddp+he"),
     ("he_key_bits", ("he", "ddp+he"), "he or ddp+he"),
     ("reveal_window", SUM_MODES, "secagg, ddp+secagg, he or ddp+he"),
+    ("sample_counts", SUM_MODES, "secagg, ddp+secagg, he or ddp+he"),
 )
 PRIVACY_KEYS = (*(k for k, _, _ in PRIVACY_OPTIONS), "clip_quantile", "clip_learning_rate")
 PRIVACY_KEYS = (*PRIVACY_KEYS, "clip_bit_epsilon", "num_clients")

@@ -48,6 +48,7 @@ from privacy.secagg_round import (
     client_reveal,
     max_payload_bytes,
     peers_from_payloads,
+    usable_enc_keys,
 )
 from privacy.spec import PrivacySpec
 from protocol.errors import CodecError, ConfigError, ContractRevert, HEError, SecAggError
@@ -94,7 +95,7 @@ class SecAggView:
     def dealing_context(self, round_: int) -> SecAggContext:
         """Whom a key record posted during ``round_`` deals to: every key registered so far
         (a superset of the round's context, so the record checks in the next round)."""
-        keys = self.records.enc_keys(round_)
+        keys = usable_enc_keys(self.records.enc_keys(round_))
         return SecAggContext(self.task.address, self.spec.threshold, keys)
 
     def peers(self, round_: int) -> dict[int, KeyRecord]:
@@ -103,7 +104,7 @@ class SecAggView:
 
     def _round(self, round_: int) -> _Round:
         if round_ not in self._rounds:
-            keys = self.records.enc_keys(round_ - 1) if round_ > 0 else {}
+            keys = usable_enc_keys(self.records.enc_keys(round_ - 1)) if round_ > 0 else {}
             ctx = SecAggContext(self.task.address, self.spec.threshold, keys)
             carried: dict[int, bytes] = {}
             if round_ > 1:

@@ -42,6 +42,20 @@ def load_spec(directory: str | Path) -> dict[str, Any]:
     return spec
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable and writable by the owner only (0600): the
+    testnet file holds account keys and the HE key holder's Paillier primes. The file is
+    created 0600 (never briefly readable by others) and an existing one is narrowed."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+
+
+def _write_spec(directory: Path, spec: dict[str, Any]) -> None:
+    write_private(_spec_path(directory), json.dumps(spec, indent=2))
+
+
 def _pid_file(directory: Path, name: str) -> Path:
     return directory / "pids" / f"{name}.pid"
 
@@ -144,7 +158,7 @@ def up(
         "block_time": block_time,
         "services": services,
     }
-    _spec_path(directory).write_text(json.dumps(spec, indent=2))  # so 'down' can find it
+    _write_spec(directory, spec)  # so 'down' can find it
     try:
         if use_ipfs:
             ipfs = IpfsService(directory / "ipfs")
@@ -161,7 +175,7 @@ def up(
             spec["store_dir"] = str(directory / "store")
             store = spec["store_dir"]
         spec["services"] = services
-        _spec_path(directory).write_text(json.dumps(spec, indent=2))
+        _write_spec(directory, spec)
         run_cfg = DemoConfig(
             **{
                 **asdict(cfg),
@@ -230,7 +244,7 @@ def up(
             from fedchain.netem import start_pbft_proxies
 
             start_pbft_proxies(spec, directory / "netem", pbft_netem, cfg.seed, max_seconds)
-        _spec_path(directory).write_text(json.dumps(spec, indent=2))
+        _write_spec(directory, spec)
         for node in nodes:
             start_node(directory, str(node["name"]), max_seconds=max_seconds)
         _start_task(demo, spec, max_seconds)
@@ -297,7 +311,7 @@ def restart_chain(directory: Path, downtime: float = 0.0) -> dict[str, Any]:
     anvil.start()
     service["pid"] = anvil.pid
     anvil.detach()
-    _spec_path(directory).write_text(json.dumps(spec, indent=2))
+    _write_spec(directory, spec)
     return spec
 
 

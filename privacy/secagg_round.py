@@ -47,6 +47,7 @@ from privacy.secagg import (
     make_reveal,
     mask_update,
     unmask_sum,
+    usable_public_key,
 )
 from protocol.codec import decode_tensors, encode_tensors
 from protocol.errors import CodecError, SecAggError
@@ -65,6 +66,7 @@ __all__ = [
     "max_payload_bytes",
     "peers_from_payloads",
     "unmask_round",
+    "usable_enc_keys",
 ]
 
 KEY_RECORD_MAGIC = b"FCSK1"
@@ -83,6 +85,12 @@ class SecAggContext:
     task: str
     threshold: int
     enc_keys: Mapping[int, bytes]
+
+
+def usable_enc_keys(keys: Mapping[int, bytes]) -> dict[int, bytes]:
+    """The registered encryption keys that can be used (a low-order X25519 key is left
+    out: its client holds no share, and nobody deals to it)."""
+    return {c: k for c, k in keys.items() if usable_public_key(k)}
 
 
 @dataclass(frozen=True)
@@ -120,6 +128,8 @@ class KeyRecord:
             raise SecAggError(f"key record of client {self.bundle.index}, expected {client}")
         if ctx.enc_keys.get(client) != self.bundle.enc_pk:
             raise SecAggError(f"client {client}'s key record has an unregistered encryption key")
+        if not usable_public_key(self.bundle.mask_pk):
+            raise SecAggError(f"client {client}'s mask key is a low-order X25519 point")
         check_dealt(self.shares, client, MASK_KEY, round_, ctx)
         if self.shares.secret_commitment != self.bundle.mask_pk:
             raise SecAggError(f"client {client}'s key shares commit to another public key")

@@ -101,6 +101,10 @@ def parse_mode(text: str) -> str:
     return mode
 
 
+#: What a client registers as ``numSamples`` in a sum mode (``PrivacySpec.sample_counts``).
+SAMPLE_COUNTS = ("exact", "bucket", "hidden")
+
+
 @dataclass(frozen=True)
 class PrivacySpec:
     """A task's privacy parameters (see the module docstring for the conventions).
@@ -116,7 +120,10 @@ class PrivacySpec:
     ``clip_quantile`` γ, ``clip_learning_rate`` η, ``clip_bit_epsilon`` per round. HE:
     ``he_public_key`` (hex of the canonical bytes) and ``he_key_holder`` (address). Sum
     modes publish their records on the task's ``records_contract`` (address, fixed before
-    deployment), whose reveal window is ``reveal_window`` blocks.
+    deployment), whose reveal window is ``reveal_window`` blocks. ``sample_counts`` is what
+    a client registers on-chain as its ``numSamples`` in a sum mode (which weighs every
+    included update 1): ``exact``, ``bucket`` (rounded up to a power of two) or ``hidden``
+    (always 1).
     """
 
     mode: str = "none"
@@ -138,6 +145,7 @@ class PrivacySpec:
     he_key_holder: str | None = None
     records_contract: str | None = None
     reveal_window: int = 3
+    sample_counts: str = "exact"
 
     @property
     def enabled(self) -> bool:
@@ -160,6 +168,16 @@ class PrivacySpec:
     def hides_updates(self) -> bool:
         """True when aggregators only see the sum (secure aggregation or HE)."""
         return self.mode in SUM_MODES
+
+    def registered_samples(self, num_samples: int) -> int:
+        """The ``numSamples`` a client registers on-chain for ``num_samples`` local examples
+        (public forever; a sum mode does not use it, so it may be bucketed or hidden)."""
+        n = max(1, int(num_samples))
+        if self.sample_counts == "hidden":
+            return 1
+        if self.sample_counts == "bucket":
+            return 1 << (n - 1).bit_length()
+        return n
 
     @property
     def threshold(self) -> int:
@@ -228,6 +246,11 @@ class PrivacySpec:
                 f"privacy {mode!r}: give a target (target_epsilon, target_delta) to derive the "
                 "noise, or a noise_multiplier"
             )
+        if self.sample_counts != "exact" and not self.hides_updates:
+            raise ConfigError(
+                f"sample_counts {self.sample_counts!r}: only a sum mode (secagg, he) ignores "
+                "numSamples; plaintext aggregation weighs updates by it"
+            )
         self._validate_sum_mode()
         self._validate_adaptive_clip()
 
@@ -245,6 +268,10 @@ class PrivacySpec:
             raise ConfigError(f"reveal_window {self.reveal_window!r}: must be at least 1 block")
         if "secagg" in self.components:
             check_threshold_floor(self.num_clients, self.threshold)
+        if self.sample_counts not in SAMPLE_COUNTS:
+            raise ConfigError(
+                f"sample_counts {self.sample_counts!r}: must be one of {list(SAMPLE_COUNTS)}"
+            )
         if float(self.sample_rate) < 1.0:
             raise ConfigError(
                 f"sample_rate {self.sample_rate!r}: privacy {self.mode!r} needs every client "
@@ -372,6 +399,8 @@ class PrivacySpec:
                 "records_contract": self.records_contract,
                 "reveal_window": self.reveal_window,
             }
+            if self.sample_counts != "exact":  # absent by default: manifest hashes unchanged
+                out["aggregation"]["sample_counts"] = self.sample_counts
         if self.distributed:
             p = self.ddp()
             out["ddp"] = {
@@ -415,6 +444,7 @@ class PrivacySpec:
                     dropout_fraction=float(agg["dropout_fraction"]),
                     records_contract=agg.get("records_contract"),
                     reveal_window=int(agg.get("reveal_window", 3)),
+                    sample_counts=str(agg.get("sample_counts", "exact")),
                 )
             if "ddp" in obj:
                 kw["ddp_scale"] = int(obj["ddp"]["scale"])
