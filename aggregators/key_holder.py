@@ -102,16 +102,24 @@ class KeyHolderNode:
     def decrypt(self, round_: int) -> bytes:
         """The decryption record of ``round_``'s included updates (HEError if too few)."""
         public_key = self.private_key.public_key
-        _, payloads = fetch_included(self.task, self.store, round_)
+        updates, payloads = fetch_included(self.task, self.store, round_)
         k = self.spec.num_clients or 0
         blobs = []
-        for payload in payloads:
-            if payload is None:
+        for update, payload in zip(updates, payloads, strict=True):
+            client = self.task.client_index(update.client)
+            if payload is None or client is None:
                 continue
             try:
                 blobs.append(
                     he_round.decode_payload(
-                        payload, round_, self.dim, public_key, k, self.max_bytes
+                        payload,
+                        round_,
+                        self.dim,
+                        public_key,
+                        k,
+                        self.max_bytes,
+                        task=self.task.address,
+                        client=client,
                     )
                 )
             except (CodecError, HEError):

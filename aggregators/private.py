@@ -234,13 +234,20 @@ def _he_sum(
     blobs: list[bytes] = []
     included: list[int] = []
     excluded: dict[int, str] = {}
-    for index, payload in enumerate(updates):
+    for index, (client, payload) in enumerate(zip(inputs.clients, updates, strict=True)):
         if payload is None:
             excluded[index] = "payload unavailable"
             continue
         try:
             blob = he_round.decode_payload(
-                payload, round_, dim, public_key, spec.num_clients, limit
+                payload,
+                round_,
+                dim,
+                public_key,
+                spec.num_clients,
+                limit,
+                task=inputs.task,
+                client=client,
             )
         except (CodecError, HEError) as exc:
             excluded[index] = f"invalid: {exc}"

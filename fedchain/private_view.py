@@ -221,6 +221,9 @@ class HeView:
 
     def valid(self, round_: int, client: str, payload: bytes) -> bool:
         """Whether ``payload`` is a well-formed HE update of ``round_`` under the task key."""
+        index = self.task.client_index(client)
+        if index is None:
+            return False
         try:
             he_round.decode_payload(
                 payload,
@@ -229,6 +232,8 @@ class HeView:
                 self.public_key,
                 self.spec.num_clients or 0,
                 self.max_bytes,
+                task=self.task.address,
+                client=index,
             )
         except (CodecError, HEError):
             return False
@@ -244,7 +249,12 @@ class HeView:
         decryption = None
         if holder is not None:
             decryption = self.records.first_payloads(round_, REVEAL).get(holder)
-        return PrivateInputs(clients=tuple(range(len(updates))), decryption=decryption)
+        clients = tuple(self._client(u.client) for u in updates)
+        return PrivateInputs(clients=clients, task=self.task.address, decryption=decryption)
+
+    def _client(self, address: str) -> int:
+        index = self.task.client_index(address)
+        return -1 if index is None else index
 
 
 class SecAggClient:
@@ -354,7 +364,14 @@ class HePayloads:
         return True
 
     def payload(self, client: ClientNode, round_: int, vector: np.ndarray) -> bytes:
-        return he_round.encrypt_payload(round_, vector, self.public_key, self.spec.num_clients or 0)
+        return he_round.encrypt_payload(
+            round_,
+            vector,
+            self.public_key,
+            self.spec.num_clients or 0,
+            task=client.task.address,
+            client=client.client_index(),
+        )
 
     def step(self, round_: int) -> list[ClientEvent]:
         return []

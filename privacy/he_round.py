@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 from phe import paillier
 
-from privacy import he
+from privacy import he, paillier_pok
 from protocol.codec import decode_tensors, encode_tensors
 from protocol.errors import CodecError, HEError
 
@@ -49,6 +49,7 @@ __all__ = [
 DECRYPTION_MAGIC = b"FCHD1"
 ROUND_KEY = "meta/round"
 CIPHERTEXT_KEY = "he/ciphertexts"
+PROOFS_KEY = "he/proofs"
 _RING = 1 << 32
 _HALF = 1 << 31
 
@@ -75,13 +76,27 @@ def encrypt_payload(
     public_key: paillier.PaillierPublicKey,
     num_clients: int,
     random_below: Callable[[int], int] = secrets.randbelow,
+    *,
+    task: str,
+    client: int,
 ) -> bytes:
-    """A client's round payload: ``meta/round`` and the packed ciphertexts as uint8 bytes."""
-    blob = he.encrypt_update(ring_embed(vector), public_key, packing(num_clients), random_below)
+    """A client's round payload: ``meta/round``, the packed ciphertexts and, per ciphertext,
+    a proof of plaintext knowledge bound to (``task``, round, ``client``, slot)."""
+    blob, openings = he.encrypt_update_opening(
+        ring_embed(vector), public_key, packing(num_clients), random_below
+    )
+    n = int(public_key.n)
+    proofs = b"".join(
+        paillier_pok.prove(
+            n, c, m, r, paillier_pok.proof_context(task, round_, client, slot), random_below
+        ).to_bytes(n)
+        for slot, (c, m, r) in enumerate(openings)
+    )
     return encode_tensors(
         {
             ROUND_KEY: np.array([round_], dtype=np.int64),
             CIPHERTEXT_KEY: np.frombuffer(blob, dtype=np.uint8),
+            PROOFS_KEY: np.frombuffer(proofs, dtype=np.uint8),
         }
     )
 
@@ -93,11 +108,15 @@ def decode_payload(
     public_key: paillier.PaillierPublicKey,
     num_clients: int,
     max_bytes: int,
+    *,
+    task: str,
+    client: int,
 ) -> bytes:
-    """The ciphertext blob of a client payload for ``round_`` of ``dim`` values, checked
-    (:class:`CodecError` / :class:`HEError` if malformed)."""
+    """The ciphertext blob of ``client``'s payload for ``round_`` of ``dim`` values, checked,
+    every ciphertext's proof of plaintext knowledge verified in its context
+    (:class:`CodecError` / :class:`HEError` if malformed or a proof fails)."""
     tensors = decode_tensors(data, max_bytes=max_bytes)
-    if set(tensors) != {ROUND_KEY, CIPHERTEXT_KEY}:
+    if set(tensors) != {ROUND_KEY, CIPHERTEXT_KEY, PROOFS_KEY}:
         raise CodecError(f"HE update has tensors {sorted(tensors)}")
     rnd, blob = tensors[ROUND_KEY], tensors[CIPHERTEXT_KEY]
     if rnd.dtype != np.int64 or rnd.shape != (1,) or int(rnd[0]) != round_:
@@ -108,6 +127,21 @@ def decode_payload(
     got_dim, summands = he.payload_shape(raw, public_key, packing(num_clients))
     if got_dim != dim or summands != 1:
         raise HEError(f"HE update encrypts {got_dim} values of {summands} summands, expected {dim}")
+    proofs = tensors[PROOFS_KEY]
+    n = int(public_key.n)
+    size = paillier_pok.proof_bytes(n)
+    cts = he.ciphertexts(raw, public_key, packing(num_clients))
+    if proofs.dtype != np.uint8 or proofs.ndim != 1 or proofs.size != size * len(cts):
+        raise CodecError(f"tensor {PROOFS_KEY!r} must hold {len(cts)} proofs of {size} bytes")
+    body = proofs.tobytes()
+    for slot, c in enumerate(cts):
+        proof = paillier_pok.PlaintextProof.from_bytes(body[slot * size : (slot + 1) * size], n)
+        context = paillier_pok.proof_context(task, round_, client, slot)
+        if not paillier_pok.verify(n, c, proof, context):
+            raise HEError(
+                f"ciphertext {slot} of client {client}'s update has no valid proof of "
+                "plaintext knowledge (a mauled or copied ciphertext)"
+            )
     return raw
 
 
