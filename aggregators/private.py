@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from privacy import he, he_round
+from privacy import he, he_round, threshold_paillier
 from privacy.reveal_safety import RevealUnsafe, check_reveal_safe
 from privacy.secagg import Reveal
 from privacy.secagg_round import (
@@ -51,7 +51,9 @@ class PrivateInputs:
     ``peers``: ``P_r`` (:func:`privacy.secagg_round.keys_in_force`); ``reveals``: every
     registered reveal as ``(revealer client index, payload or None)``; ``decryption``: the
     key holder's decryption record of the round (HE), or None; ``included``: the clients
-    the contract included (its bitmap; None: those whose payload is given).
+    the contract included (its bitmap; None: those whose payload is given);
+    ``decryption_shares``: under threshold HE, each committee member's share record as
+    ``(member index, payload)``.
     """
 
     clients: tuple[int, ...]
@@ -61,6 +63,7 @@ class PrivateInputs:
     reveals: tuple[tuple[int, bytes | None], ...] = ()
     decryption: bytes | None = None
     included: frozenset[int] | None = None
+    decryption_shares: tuple[tuple[int, bytes], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -263,6 +266,19 @@ def _he_sum(
         return PrivateSum(None, tuple(included), excluded, failure, notes)
     combined = he_round.combine_round(blobs, public_key, spec.num_clients)
     notes["combined_bytes"] = len(combined)
+    if spec.he_threshold_key:
+        key = threshold_paillier.ThresholdKey.from_bytes(bytes.fromhex(spec.he_threshold_key))
+        try:
+            total, bad = he_round.threshold_sum(
+                round_, combined, inputs.decryption_shares, key, spec.num_clients, inputs.task
+            )
+        except HEError as exc:
+            notes["culprit"] = {"role": "decryption committee"}
+            return PrivateSum(None, tuple(included), excluded, f"he threshold: {exc}", notes)
+        if bad:
+            notes["bad_decryptors"] = list(bad)
+        notes["decryption_shares"] = len(inputs.decryption_shares)
+        return PrivateSum(total, tuple(included), excluded, None, notes)
     if inputs.decryption is None:
         failure = "he: the key holder published no decryption of this round"
         return PrivateSum(None, tuple(included), excluded, failure, notes)

@@ -267,6 +267,14 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
         "(%(default)s)",
     )
     g.add_argument(
+        "--he-threshold",
+        type=int,
+        default=d.he_threshold,
+        help="he: threshold decryption by t of the aggregators' decryptor identities (t-of-n "
+        "Paillier from a trusted dealer at deployment) instead of one key holder; 0: key "
+        "holder (%(default)s)",
+    )
+    g.add_argument(
         "--he-key-bits",
         type=int,
         default=d.he_key_bits,
@@ -447,6 +455,7 @@ def _demo_config(args: argparse.Namespace) -> Any:
         dropout_fraction=args.dropout_fraction,
         ddp_scale=args.ddp_scale,
         he_key_bits=args.he_key_bits,
+        he_threshold=args.he_threshold,
         reveal_window=args.reveal_window,
         sample_counts=args.sample_counts,
         **_engine_overrides(args),

@@ -244,13 +244,23 @@ class HeView:
         return not self.records.revealing(round_)
 
     def inputs(self, round_: int, updates: Sequence[RegisteredUpdate]) -> PrivateInputs:
-        """The round's context: the key holder's first decryption record, if any."""
+        """The round's context: the key holder's first decryption record, or under threshold
+        decryption each committee member's first decryption-share record."""
+        reveals = self.records.first_payloads(round_, REVEAL)
         holder = self.holder_index()
-        decryption = None
-        if holder is not None:
-            decryption = self.records.first_payloads(round_, REVEAL).get(holder)
+        decryption = reveals.get(holder) if holder is not None else None
+        shares: list[tuple[int, bytes]] = []
+        for member, address in enumerate(self.spec.he_decryptors, start=1):
+            index = self.task.client_index(address)
+            if index is not None and index in reveals:
+                shares.append((member, reveals[index]))
         clients = tuple(self._client(u.client) for u in updates)
-        return PrivateInputs(clients=clients, task=self.task.address, decryption=decryption)
+        return PrivateInputs(
+            clients=clients,
+            task=self.task.address,
+            decryption=decryption,
+            decryption_shares=tuple(shares),
+        )
 
     def _client(self, address: str) -> int:
         index = self.task.client_index(address)

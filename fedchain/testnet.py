@@ -136,6 +136,11 @@ def up(
     from fedchain.runner import Demo
     from protocol.metrics import Progress
 
+    if cfg.he_threshold:
+        raise ConfigError(
+            "--he-threshold: threshold HE runs in-process only for now (the testnet's node "
+            "processes run a single key holder)"
+        )
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 from phe import paillier
 
-from privacy import he, paillier_pok
+from privacy import he, paillier_pok, threshold_paillier
 from protocol.codec import decode_tensors, encode_tensors
 from protocol.errors import CodecError, HEError
 
@@ -43,10 +43,13 @@ __all__ = [
     "packing",
     "ring_embed",
     "ring_reduce",
+    "threshold_shares",
+    "threshold_sum",
     "verified_sum",
 ]
 
 DECRYPTION_MAGIC = b"FCHD1"
+SHARES_MAGIC = b"FCHS1"
 ROUND_KEY = "meta/round"
 CIPHERTEXT_KEY = "he/ciphertexts"
 PROOFS_KEY = "he/proofs"
@@ -231,3 +234,114 @@ def verified_sum(
     if total is None:
         raise HEError(f"round {round_}: the key holder's decryption does not verify")
     return ring_reduce(total)
+
+
+def _share_context(task: str, round_: int, slot: int) -> bytes:
+    return f"fedchain-he-decryption|{task.lower()}|{round_}|{slot}".encode()
+
+
+def _share_widths(key: threshold_paillier.ThresholdKey) -> tuple[int, int]:
+    w2 = (key.nsquare.bit_length() + 7) // 8
+    return w2, w2 + 64  # value, response (|n²| + |l!| + 256 bits < |n²| + 64 bytes)
+
+
+def threshold_shares(
+    round_: int,
+    combined: bytes,
+    key: threshold_paillier.ThresholdKey,
+    share: threshold_paillier.KeyShare,
+    num_clients: int,
+    task: str,
+    summands_at_least: int,
+) -> bytes:
+    """Committee member ``share.index``'s decryption shares of every ciphertext of
+    ``combined`` (each with its proof), as a record: magic, round, member, count, the
+    combination's SHA-256, then per ciphertext value ‖ challenge (16) ‖ response. Refuses a
+    combination of fewer than ``summands_at_least`` updates."""
+    pk = paillier.PaillierPublicKey(key.n)
+    spec = packing(num_clients)
+    _, summands = he.payload_shape(combined, pk, spec)
+    if summands < summands_at_least:
+        raise HEError(
+            f"round {round_}: the combination sums {summands} updates, fewer than the "
+            f"threshold {summands_at_least}: no decryption share"
+        )
+    cts = he.ciphertexts(combined, pk, spec)
+    w_value, w_response = _share_widths(key)
+    body = b""
+    for slot, c in enumerate(cts):
+        ds = threshold_paillier.decryption_share(key, share, c, _share_context(task, round_, slot))
+        body += (
+            ds.value.to_bytes(w_value, "big")
+            + ds.challenge.to_bytes(16, "big")
+            + ds.response.to_bytes(w_response, "big")
+        )
+    head = struct.pack("<III", round_, share.index, len(cts))
+    return SHARES_MAGIC + head + hashlib.sha256(combined).digest() + body
+
+
+def _parse_shares(
+    data: bytes, key: threshold_paillier.ThresholdKey, round_: int, digest: bytes, count: int
+) -> list[threshold_paillier.DecryptionShare]:
+    head = len(SHARES_MAGIC) + 12 + 32
+    if len(data) < head or bytes(data[: len(SHARES_MAGIC)]) != SHARES_MAGIC:
+        raise HEError("not a fedchain HE decryption-share record (bad magic)")
+    rnd, member, got = struct.unpack_from("<III", data, len(SHARES_MAGIC))
+    if rnd != round_ or got != count or bytes(data[head - 32 : head]) != digest:
+        raise HEError("decryption shares of another round or combination")
+    w_value, w_response = _share_widths(key)
+    step = w_value + 16 + w_response
+    if len(data) != head + count * step:
+        raise HEError("decryption-share record length does not match its header")
+    out = []
+    for i in range(count):
+        at = head + i * step
+        value = int.from_bytes(data[at : at + w_value], "big")
+        challenge = int.from_bytes(data[at + w_value : at + w_value + 16], "big")
+        response = int.from_bytes(data[at + w_value + 16 : at + step], "big")
+        out.append(threshold_paillier.DecryptionShare(member, value, challenge, response))
+    return out
+
+
+def threshold_sum(
+    round_: int,
+    combined: bytes,
+    records: Sequence[tuple[int, bytes]],
+    key: threshold_paillier.ThresholdKey,
+    num_clients: int,
+    task: str,
+) -> tuple[NDArray[np.int64], tuple[int, ...]]:
+    """The sum ``combined`` decrypts to from the committee's share records
+    (``(member index, record)``; a record must come from the member it names), reduced to
+    Z_2^32, and the members whose record or shares were bad. :class:`HEError` when some
+    ciphertext has fewer than ``t`` valid shares: no single party, and no ``t − 1``, can
+    decrypt. Pure: the first ``t`` valid shares by member index are combined."""
+    pk = paillier.PaillierPublicKey(key.n)
+    spec = packing(num_clients)
+    dim, summands = he.payload_shape(combined, pk, spec)
+    cts = he.ciphertexts(combined, pk, spec)
+    digest = hashlib.sha256(combined).digest()
+    per_member: dict[int, list[threshold_paillier.DecryptionShare]] = {}
+    bad: set[int] = set()
+    for member, data in records:
+        if member in per_member:
+            continue
+        try:
+            shares = _parse_shares(data, key, round_, digest, len(cts))
+        except HEError:
+            bad.add(member)
+            continue
+        if any(s.index != member for s in shares):
+            bad.add(member)
+            continue
+        per_member[member] = shares
+    plaintexts = []
+    for slot, c in enumerate(cts):
+        given = [shares[slot] for _, shares in sorted(per_member.items())]
+        plain, wrong = threshold_paillier.combine_shares(
+            key, c, given, _share_context(task, round_, slot)
+        )
+        bad.update(wrong)
+        plaintexts.append(plain)
+    total = he._unpack(plaintexts, dim, summands, spec, spec.slots(pk))
+    return ring_reduce(total), tuple(sorted(bad))

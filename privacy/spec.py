@@ -37,7 +37,7 @@ from privacy.accounting import (
 from privacy.distributed import DEFAULT_SCALE, DdpParams, survivor_threshold
 from privacy.mechanisms import check_delta, check_epsilon, check_positive
 from privacy.reveal_safety import check_threshold_floor
-from protocol.errors import ConfigError, PrivacyBudgetError
+from protocol.errors import ConfigError, PrivacyBudgetError, PrivacyError
 
 __all__ = [
     "BUDGET_POLICIES",
@@ -118,7 +118,10 @@ class PrivacySpec:
     (the round survives ``K − ⌈(1 − ρ)K⌉`` dropouts; the DDP noise is sized for them);
     ``ddp_scale`` S is the integer L2 bound of one client's DDP vector. Adaptive clipping:
     ``clip_quantile`` γ, ``clip_learning_rate`` η, ``clip_bit_epsilon`` per round. HE:
-    ``he_public_key`` (hex of the canonical bytes) and ``he_key_holder`` (address). Sum
+    ``he_public_key`` (hex of the canonical bytes) and ``he_key_holder`` (address), or for
+    threshold decryption ``he_threshold_key`` (hex of a
+    :class:`~privacy.threshold_paillier.ThresholdKey`) and ``he_decryptors`` (the committee
+    members' addresses, member i + 1 first). Sum
     modes publish their records on the task's ``records_contract`` (address, fixed before
     deployment), whose reveal window is ``reveal_window`` blocks. ``sample_counts`` is what
     a client registers on-chain as its ``numSamples`` in a sum mode (which weighs every
@@ -143,6 +146,8 @@ class PrivacySpec:
     clip_bit_epsilon: float = 0.5
     he_public_key: str | None = None
     he_key_holder: str | None = None
+    he_threshold_key: str | None = None
+    he_decryptors: tuple[str, ...] = ()
     records_contract: str | None = None
     reveal_window: int = 3
     sample_counts: str = "exact"
@@ -285,6 +290,25 @@ class PrivacySpec:
                 self.dropout_fraction,
                 self.num_clients,
             )
+        if self.he_threshold_key:
+            self._validate_threshold_he()
+
+    def _validate_threshold_he(self) -> None:
+        from privacy import he
+        from privacy.threshold_paillier import ThresholdKey
+
+        try:
+            key = ThresholdKey.from_bytes(bytes.fromhex(self.he_threshold_key or ""))
+            n = int(he.load_public_key(bytes.fromhex(self.he_public_key or "")).n)
+        except (ValueError, PrivacyError) as exc:
+            raise ConfigError(f"he_threshold_key: {exc}") from exc
+        if "he" not in self.components or key.n != n:
+            raise ConfigError("he_threshold_key: not the modulus of the task's HE public key")
+        if key.threshold < 2 or len(self.he_decryptors) != key.members:
+            raise ConfigError(
+                f"he_threshold_key: threshold {key.threshold} of {key.members} members with "
+                f"{len(self.he_decryptors)} decryptors (no single party may decrypt: t >= 2)"
+            )
 
     def _validate_adaptive_clip(self) -> None:
         if not self.adaptive_clip:
@@ -416,6 +440,9 @@ class PrivacySpec:
             }
         if "he" in self.components:
             out["he"] = {"public_key": self.he_public_key, "key_holder": self.he_key_holder}
+            if self.he_threshold_key:  # absent otherwise: manifest hashes unchanged
+                out["he"]["threshold_key"] = self.he_threshold_key
+                out["he"]["decryptors"] = list(self.he_decryptors)
         return out
 
     @classmethod
@@ -460,6 +487,8 @@ class PrivacySpec:
                 kw.update(
                     he_public_key=obj["he"].get("public_key"),
                     he_key_holder=obj["he"].get("key_holder"),
+                    he_threshold_key=obj["he"].get("threshold_key"),
+                    he_decryptors=tuple(obj["he"].get("decryptors", ())),
                 )
             spec = cls(**kw)
         except (KeyError, TypeError, ValueError) as exc:

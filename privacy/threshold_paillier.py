@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -50,6 +51,11 @@ RandomBelow = Callable[[int], int]
 _DOMAIN = b"fedchain-threshold-paillier-v1"
 _CHALLENGE_BITS = 128
 _SLACK_BITS = 256  # statistical hiding of Δ·sᵢ in z
+_KEY_MAGIC = b"FCTK1"
+
+
+def _widths(n: int) -> tuple[int, int]:
+    return (n.bit_length() + 7) // 8, ((n * n).bit_length() + 7) // 8
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,30 @@ class ThresholdKey:
     @property
     def nsquare(self) -> int:
         return self.n * self.n
+
+    def to_bytes(self) -> bytes:
+        """Canonical bytes: magic, t, l, modulus width, then n, v and every vᵢ fixed-width."""
+        wn, w2 = _widths(self.n)
+        head = _KEY_MAGIC + struct.pack("<III", self.threshold, self.members, wn)
+        body = self.n.to_bytes(wn, "big") + self.v.to_bytes(w2, "big")
+        return head + body + b"".join(x.to_bytes(w2, "big") for x in self.verification)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> ThresholdKey:
+        """Parse :meth:`to_bytes` strictly (:class:`HEError` if malformed)."""
+        head = len(_KEY_MAGIC) + 12
+        if len(data) < head or bytes(data[: len(_KEY_MAGIC)]) != _KEY_MAGIC:
+            raise HEError("not a fedchain threshold Paillier key (bad magic)")
+        t, members, wn = struct.unpack_from("<III", data, len(_KEY_MAGIC))
+        n = int.from_bytes(data[head : head + wn], "big")
+        w2 = _widths(n)[1] if n else 0
+        if not 1 <= t <= members <= 64 or n < 3 or len(data) != head + wn + w2 * (members + 1):
+            raise HEError("threshold key length or parameters do not match its header")
+        at = head + wn
+        values = [
+            int.from_bytes(data[at + i * w2 : at + (i + 1) * w2], "big") for i in range(members + 1)
+        ]
+        return cls(n, t, members, values[0], tuple(values[1:]))
 
     @property
     def delta(self) -> int:
@@ -90,11 +120,12 @@ class DecryptionShare:
 
 
 def generate_safe_prime(bits: int, random_below: RandomBelow = secrets.randbelow) -> int:
-    """A prime ``p = 2p' + 1`` of ``bits`` bits with ``p'`` prime (slow for large ``bits``)."""
+    """A prime ``p = 2p' + 1`` of ``bits`` bits (top two set) with ``p'`` prime."""
     if bits < 16:
         raise ConfigError(f"safe prime of {bits} bits: too small")
     while True:
-        half = random_below(1 << (bits - 2)) | (1 << (bits - 2)) | 1
+        # the two top bits set, so that the product of two such primes has 2·bits bits
+        half = random_below(1 << (bits - 2)) | (3 << (bits - 3)) | 1
         if gmpy2.is_prime(half, 30) and gmpy2.is_prime(2 * half + 1, 30):
             return int(2 * half + 1)
 
