@@ -139,7 +139,7 @@ def test_an_he_demo_decrypts_with_t_of_n_committee_members(tmp_path: Any) -> Non
     finalizes from the committee's decryption shares; no key holder exists."""
     from adapters.privacy_records import REVEAL
     from fedchain.private_view import task_records
-    from fedchain.runner import Demo, DemoConfig
+    from fedchain.sim.runner import Demo, DemoConfig
 
     cfg = DemoConfig(
         clients=4,
@@ -167,7 +167,7 @@ def test_an_he_demo_decrypts_with_t_of_n_committee_members(tmp_path: Any) -> Non
 
 
 def test_he_threshold_option_is_checked() -> None:
-    from fedchain.runner import DemoConfig
+    from fedchain.sim.runner import DemoConfig
 
     with pytest.raises(ConfigError, match="--he-threshold"):
         DemoConfig(privacy="he", aggregators=3, he_threshold=1).validate()

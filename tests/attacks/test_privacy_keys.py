@@ -80,7 +80,7 @@ def test_a_low_order_mask_key_is_refused_from_the_peer_set() -> None:
 
 def test_the_testnet_file_with_keys_is_owner_only(tmp_path: Path) -> None:
     """Key files: the testnet file (account keys, Paillier p and q) was world-readable."""
-    from fedchain.testnet import _write_spec, write_private
+    from fedchain.testnet.cluster import _write_spec, write_private
 
     path = tmp_path / "secret.json"
     path.write_text("old")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from adapters.contract import TaskContract
-from fedchain.runner import Demo, DemoConfig
+from fedchain.sim.runner import Demo, DemoConfig
 from privacy.spec import PrivacySpec
 from protocol.errors import ConfigError
 
