@@ -42,6 +42,7 @@ __all__ = [
     "KINDS",
     "MASK_KEY",
     "REVEAL",
+    "DuplicateRecord",
     "PrivacyRecord",
     "PrivacyRecordsContract",
     "SignedRecord",
@@ -178,6 +179,13 @@ class NotTaskClient(PrivacyRecordRevert):
     params = ("record", "signer")
 
 
+class DuplicateRecord(PrivacyRecordRevert):
+    """A second record of one client, kind and round (e.g. a replayed signed record)."""
+
+    error_name = "DuplicateRecord"
+    params = ("round", "client", "kind")
+
+
 class BadRecordSignature(PrivacyRecordRevert):
     """A relayed record whose signature is invalid or malleable (high s)."""
 
@@ -192,6 +200,7 @@ for _cls in (
     NotRevealing,
     NotTaskClient,
     BadRecordSignature,
+    DuplicateRecord,
 ):
     register_error_class(_cls)
 

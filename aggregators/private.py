@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from privacy import he, he_round
+from privacy import he, he_round, threshold_paillier
+from privacy.reveal_safety import RevealUnsafe, check_reveal_safe
 from privacy.secagg import Reveal
 from privacy.secagg_round import (
     KeyRecord,
@@ -49,7 +50,10 @@ class PrivateInputs:
     ``task``: the task contract's address; ``enc_keys``: the registered encryption keys;
     ``peers``: ``P_r`` (:func:`privacy.secagg_round.keys_in_force`); ``reveals``: every
     registered reveal as ``(revealer client index, payload or None)``; ``decryption``: the
-    key holder's decryption record of the round (HE), or None.
+    key holder's decryption record of the round (HE), or None; ``included``: the clients
+    the contract included (its bitmap; None: those whose payload is given);
+    ``decryption_shares``: under threshold HE, each committee member's share record as
+    ``(member index, payload)``.
     """
 
     clients: tuple[int, ...]
@@ -58,6 +62,8 @@ class PrivateInputs:
     peers: Mapping[int, KeyRecord] = field(default_factory=dict)
     reveals: tuple[tuple[int, bytes | None], ...] = ()
     decryption: bytes | None = None
+    included: frozenset[int] | None = None
+    decryption_shares: tuple[tuple[int, bytes], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -148,6 +154,19 @@ def _secagg_sum(
             "be removed",
             notes,
         )
+    onchain = inputs.included
+    unavailable = sorted(set(onchain or ()) & set(inputs.peers) - set(masked))
+    if unavailable:
+        # honest clients reveal nothing for an included peer they cannot see (never its
+        # mask key), so it can neither be unmasked nor treated as dropped
+        return PrivateSum(
+            None,
+            tuple(included),
+            excluded,
+            f"secagg: included payloads of clients {unavailable} are unavailable, so their "
+            "masks cannot be removed",
+            notes,
+        )
     if len(masked) < ctx.threshold:
         return PrivateSum(
             None,
@@ -156,6 +175,12 @@ def _secagg_sum(
             f"secagg: {len(masked)} included updates, fewer than the threshold {ctx.threshold}"
             " (a smaller sum could expose individual updates)",
             notes,
+        )
+    try:
+        check_reveal_safe(masked, inputs.peers, ctx.threshold, spec.threshold)
+    except RevealUnsafe as exc:
+        return PrivateSum(
+            None, tuple(included), excluded, f"secagg: reveal-safety rule: {exc}", notes
         )
     try:
         result = unmask_round(round_, inputs.peers, masked, reveals, ctx)
@@ -212,13 +237,20 @@ def _he_sum(
     blobs: list[bytes] = []
     included: list[int] = []
     excluded: dict[int, str] = {}
-    for index, payload in enumerate(updates):
+    for index, (client, payload) in enumerate(zip(inputs.clients, updates, strict=True)):
         if payload is None:
             excluded[index] = "payload unavailable"
             continue
         try:
             blob = he_round.decode_payload(
-                payload, round_, dim, public_key, spec.num_clients, limit
+                payload,
+                round_,
+                dim,
+                public_key,
+                spec.num_clients,
+                limit,
+                task=inputs.task,
+                client=client,
             )
         except (CodecError, HEError) as exc:
             excluded[index] = f"invalid: {exc}"
@@ -234,6 +266,19 @@ def _he_sum(
         return PrivateSum(None, tuple(included), excluded, failure, notes)
     combined = he_round.combine_round(blobs, public_key, spec.num_clients)
     notes["combined_bytes"] = len(combined)
+    if spec.he_threshold_key:
+        key = threshold_paillier.ThresholdKey.from_bytes(bytes.fromhex(spec.he_threshold_key))
+        try:
+            total, bad = he_round.threshold_sum(
+                round_, combined, inputs.decryption_shares, key, spec.num_clients, inputs.task
+            )
+        except HEError as exc:
+            notes["culprit"] = {"role": "decryption committee"}
+            return PrivateSum(None, tuple(included), excluded, f"he threshold: {exc}", notes)
+        if bad:
+            notes["bad_decryptors"] = list(bad)
+        notes["decryption_shares"] = len(inputs.decryption_shares)
+        return PrivateSum(total, tuple(included), excluded, None, notes)
     if inputs.decryption is None:
         failure = "he: the key holder published no decryption of this round"
         return PrivateSum(None, tuple(included), excluded, failure, notes)

@@ -280,6 +280,8 @@ class ClientNode:
         num_samples = result.num_samples
         if self.weight is not None:
             num_samples = self.weight(round_, num_samples)
+        # public forever: bucketed or hidden when the task asks (sum modes ignore it)
+        num_samples = self.privacy.registered_samples(num_samples)
         detail = {"digest": digest.hex(), "num_samples": num_samples, "loss": result.mean_loss}
         if relay is not None:
             with self.clock.phase(round_, "register"):

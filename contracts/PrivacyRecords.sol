@@ -60,7 +60,8 @@ interface IFedChainTaskView {
 ///         Like the task's updates, no record is stored: each round keeps a hash-chain
 ///         accumulator over its ordered record list, whose payloads travel in full in the
 ///         `RecordRegistered` events; nodes rebuild the list from the events and check it
-///         against `recordLog`. Only registered clients of the task sign records (the HE key
+///         against `recordLog`. A client has at most one record of each kind per round (a
+///         replayed signed record is refused). Only registered clients of the task sign records (the HE key
 ///         holder registers as one); a record names its signer by client index.
 /// @dev Deployed per task by the task's deployer; its address is part of the task manifest
 ///      (hence of ruleParamsHash), so every node uses the same records contract.
@@ -80,6 +81,9 @@ contract PrivacyRecords is EIP712 {
 
     /// @dev round => accumulator (high 224 bits) || count (low 32 bits).
     mapping(uint256 round => uint256) private _logs;
+    /// @dev round => (kind << 248 | client >> 8) => bit (client & 255): the (client, kind)
+    ///      pairs that already have a record in the round.
+    mapping(uint256 round => mapping(uint256 slot => uint256 bits)) private _seen;
 
     /// @notice A record for a round that is not the task's current one (or after completion).
     error RecordRoundNotOpen(uint256 round, uint256 currentRound);
@@ -93,6 +97,9 @@ contract PrivacyRecords is EIP712 {
     error BadRecordSignature(uint256 record);
     /// @notice Record `record` was not signed (or sent) by a registered client of the task.
     error NotTaskClient(uint256 record, address signer);
+    /// @notice Client `client` already has a record of `kind` in `round` (one per round and
+    ///         kind: a signed record cannot be replayed, nor a second one added).
+    error DuplicateRecord(uint256 round, uint256 client, uint8 kind);
 
     /// @notice Record `index` of `round` (kind `kind`, signed by the task's client number
     ///         `client`) was registered;
@@ -187,6 +194,16 @@ contract PrivacyRecords is EIP712 {
         if (kind == REVEAL && !revealing(round)) revert NotRevealing(round, uint8(task.getRound(round).phase));
     }
 
+    /// @dev Marks `client`'s record of `kind` in `round`; reverts if it already has one.
+    function _markOnce(uint256 round, uint256 client, uint8 kind) private {
+        uint256 slot = (uint256(kind) << 248) | (client >> 8);
+        uint256 bit = uint256(1) << (client & 255);
+        uint256 seen = _seen[round][slot];
+        // INVARIANT: at most one record per (client, kind, round).
+        if (seen & bit != 0) revert DuplicateRecord(round, client, kind);
+        _seen[round][slot] = seen | bit;
+    }
+
     /// @dev Appends one record to `round`'s list (its kind and payload checked here).
     function _admit(uint256 round, uint256 i, uint8 kind, address signer, bytes calldata payload) private {
         // INVARIANT: a record has a known kind and a payload.
@@ -194,6 +211,7 @@ contract PrivacyRecords is EIP712 {
         (bool registered, uint256 client) = task.clientInfo(signer);
         // INVARIANT: records come from the task's registered clients.
         if (!registered) revert NotTaskClient(i, signer);
+        _markOnce(round, client, kind);
         uint256 log = _logs[round];
         uint256 count = log & type(uint32).max;
         uint256 acc = uint256(keccak256(abi.encode(log >> 32, kind, client, keccak256(payload)))) >> 32;

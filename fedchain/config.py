@@ -97,14 +97,21 @@ class DemoConfig:
     clip_learning_rate: float = 0.2
     clip_bit_epsilon: float = 0.5
     he_key_bits: int = 2048
+    he_threshold: int = 0
     reveal_window: int = 3
+    sample_counts: str = "exact"
 
     def reveal_blocks(self) -> int:
         """Blocks the reveal window lasts: ``--reveal-window``, widened under secure
         aggregation so that the in-process driver's reveal batches fit in it (one block per
         batch of :data:`RECORD_BATCH` records on an auto-mining chain, plus two). Without
-        it, 100 clients' reveals (4 batches) missed a 3-block window and the round stalled."""
-        if "secagg" not in parse_mode(self.privacy).split("+"):
+        it, 100 clients' reveals (4 batches) missed a 3-block window and the round stalled.
+        Under threshold HE each committee member's record takes a block of its own."""
+        components = parse_mode(self.privacy).split("+")
+        if "he" in components and self.he_threshold:
+            # each committee member sends its own share record: one block each, plus two
+            return max(self.reveal_window, self.aggregators + 2)
+        if "secagg" not in components:
             return self.reveal_window
         return max(self.reveal_window, -(-self.clients // RECORD_BATCH) + 2)
 
@@ -140,6 +147,7 @@ class DemoConfig:
             clip_learning_rate=self.clip_learning_rate,
             clip_bit_epsilon=self.clip_bit_epsilon,
             reveal_window=self.reveal_blocks(),
+            sample_counts=self.sample_counts,
         )
 
     # signed update records per submitUpdates batch the in-process fleet relays (0: every
@@ -259,6 +267,12 @@ class DemoConfig:
             raise bad(key, text.split(": ", 1)[-1]) from exc
         if self.he_key_bits < 1024:
             raise bad("he_key_bits", "must be at least 1024 (2048 recommended)")
+        if self.he_threshold and not 2 <= self.he_threshold <= self.aggregators:
+            raise bad(
+                "he_threshold",
+                f"must be in 2..--aggregators ({self.aggregators}): one member per aggregator, "
+                "and no single member may decrypt",
+            )
         if self.reveal_window < 1:
             raise bad("reveal_window", "must be at least 1 block")
         if not spec.enabled:
@@ -324,7 +338,9 @@ PRIVACY_OPTIONS = (
     ("dropout_fraction", SUM_MODES, "secagg, ddp+secagg, he or ddp+he"),
     ("ddp_scale", ("ddp+secagg", "ddp+he"), "ddp+secagg or ddp+he"),
     ("he_key_bits", ("he", "ddp+he"), "he or ddp+he"),
+    ("he_threshold", ("he", "ddp+he"), "he or ddp+he"),
     ("reveal_window", SUM_MODES, "secagg, ddp+secagg, he or ddp+he"),
+    ("sample_counts", SUM_MODES, "secagg, ddp+secagg, he or ddp+he"),
 )
 PRIVACY_KEYS = (*(k for k, _, _ in PRIVACY_OPTIONS), "clip_quantile", "clip_learning_rate")
 PRIVACY_KEYS = (*PRIVACY_KEYS, "clip_bit_epsilon", "num_clients")

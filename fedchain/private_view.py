@@ -37,6 +37,7 @@ from aggregators.private import PrivateInputs, private_dim
 from clients.node import ClientEvent, ClientNode
 from privacy import he, he_round
 from privacy.client_keys import ClientSecrets
+from privacy.reveal_safety import RevealUnsafe
 from privacy.secagg import DealtShares
 from privacy.secagg_round import (
     KeyRecord,
@@ -47,6 +48,7 @@ from privacy.secagg_round import (
     client_reveal,
     max_payload_bytes,
     peers_from_payloads,
+    usable_enc_keys,
 )
 from privacy.spec import PrivacySpec
 from protocol.errors import CodecError, ConfigError, ContractRevert, HEError, SecAggError
@@ -64,6 +66,7 @@ class _Round:
     peers: dict[int, KeyRecord]
     refused: dict[int, str]
     included: dict[int, MaskedUpdate] | None = None
+    onchain: frozenset[int] | None = None
 
 
 class SecAggView:
@@ -92,7 +95,7 @@ class SecAggView:
     def dealing_context(self, round_: int) -> SecAggContext:
         """Whom a key record posted during ``round_`` deals to: every key registered so far
         (a superset of the round's context, so the record checks in the next round)."""
-        keys = self.records.enc_keys(round_)
+        keys = usable_enc_keys(self.records.enc_keys(round_))
         return SecAggContext(self.task.address, self.spec.threshold, keys)
 
     def peers(self, round_: int) -> dict[int, KeyRecord]:
@@ -101,7 +104,7 @@ class SecAggView:
 
     def _round(self, round_: int) -> _Round:
         if round_ not in self._rounds:
-            keys = self.records.enc_keys(round_ - 1) if round_ > 0 else {}
+            keys = usable_enc_keys(self.records.enc_keys(round_ - 1)) if round_ > 0 else {}
             ctx = SecAggContext(self.task.address, self.spec.threshold, keys)
             carried: dict[int, bytes] = {}
             if round_ > 1:
@@ -140,8 +143,22 @@ class SecAggView:
         """Whether ``round_``'s published inputs are final (its reveal window has closed)."""
         return not self.records.revealing(round_)
 
+    def included_clients(self, round_: int) -> frozenset[int]:
+        """The clients the contract included in ``round_`` (its bitmap: the same set for
+        every node, whatever each could fetch; the set must be fixed)."""
+        state = self._round(round_)
+        if state.onchain is None:
+            updates = self.task.updates(round_)
+            flags = self.task.included_updates(round_)
+            clients = (
+                self.task.client_index(u.client) for u, f in zip(updates, flags, strict=True) if f
+            )
+            state.onchain = frozenset(c for c in clients if c is not None)
+        return state.onchain
+
     def included(self, round_: int) -> dict[int, MaskedUpdate]:
-        """The round's included, valid masked updates by client (the set must be fixed)."""
+        """The round's included masked updates that this node could fetch and that are
+        valid, by client (the set must be fixed); see :meth:`included_clients` for the set."""
         state = self._round(round_)
         if state.included is None:
             updates, payloads = fetch_included(self.task, self.store, round_)
@@ -149,7 +166,7 @@ class SecAggView:
             for update, payload in zip(updates, payloads, strict=True):
                 client = self.task.client_index(update.client)
                 if payload is None or client is None:
-                    continue
+                    continue  # unavailable here: nothing is revealed for it
                 try:
                     out[client] = self.check(round_, client, payload)
                 except (CodecError, SecAggError):
@@ -169,6 +186,7 @@ class SecAggView:
             enc_keys=state.ctx.enc_keys,
             peers=state.peers,
             reveals=reveals,
+            included=self.included_clients(round_),
         )
 
     def _client(self, address: str) -> int:
@@ -203,6 +221,9 @@ class HeView:
 
     def valid(self, round_: int, client: str, payload: bytes) -> bool:
         """Whether ``payload`` is a well-formed HE update of ``round_`` under the task key."""
+        index = self.task.client_index(client)
+        if index is None:
+            return False
         try:
             he_round.decode_payload(
                 payload,
@@ -211,6 +232,8 @@ class HeView:
                 self.public_key,
                 self.spec.num_clients or 0,
                 self.max_bytes,
+                task=self.task.address,
+                client=index,
             )
         except (CodecError, HEError):
             return False
@@ -221,12 +244,27 @@ class HeView:
         return not self.records.revealing(round_)
 
     def inputs(self, round_: int, updates: Sequence[RegisteredUpdate]) -> PrivateInputs:
-        """The round's context: the key holder's first decryption record, if any."""
+        """The round's context: the key holder's first decryption record, or under threshold
+        decryption each committee member's first decryption-share record."""
+        reveals = self.records.first_payloads(round_, REVEAL)
         holder = self.holder_index()
-        decryption = None
-        if holder is not None:
-            decryption = self.records.first_payloads(round_, REVEAL).get(holder)
-        return PrivateInputs(clients=tuple(range(len(updates))), decryption=decryption)
+        decryption = reveals.get(holder) if holder is not None else None
+        shares: list[tuple[int, bytes]] = []
+        for member, address in enumerate(self.spec.he_decryptors, start=1):
+            index = self.task.client_index(address)
+            if index is not None and index in reveals:
+                shares.append((member, reveals[index]))
+        clients = tuple(self._client(u.client) for u in updates)
+        return PrivateInputs(
+            clients=clients,
+            task=self.task.address,
+            decryption=decryption,
+            decryption_shares=tuple(shares),
+        )
+
+    def _client(self, address: str) -> int:
+        index = self.task.client_index(address)
+        return -1 if index is None else index
 
 
 class SecAggClient:
@@ -266,7 +304,9 @@ class SecAggClient:
             and records.revealing(round_)
             and self.index not in records.first_payloads(round_, REVEAL)
         ):
-            out.append((REVEAL, self.reveal(round_)))
+            reveal = self.reveal(round_)
+            if reveal is not None:
+                out.append((REVEAL, reveal))
         return out
 
     def _key_record_due(self, round_: int, phase: Phase, everyone: int) -> bool:
@@ -285,14 +325,27 @@ class SecAggClient:
             self.secrets, round_, vector, view.peers(round_), view.context(round_)
         ).to_bytes()
 
-    def reveal(self, round_: int) -> bytes:
-        """This client's reveal of ``round_`` (the included set must be fixed)."""
+    def reveal(self, round_: int) -> bytes | None:
+        """This client's reveal of ``round_`` (the included set must be fixed), or None when
+        the reveal-safety rule refuses the round's on-chain included set.
+
+        The included set is the contract's, never the payloads this node could fetch: an
+        included peer whose payload it cannot fetch or check gets nothing revealed (never
+        its mask key), so nodes with different fetch views cannot together expose it."""
         view = self.view
-        included = view.included(round_)
-        shares: dict[int, DealtShares] = {c: m.self_mask_shares for c, m in included.items()}
-        rev = client_reveal(
-            self.secrets, round_, included, view.peers(round_), shares, view.context(round_)
-        )
+        available = view.included(round_)
+        shares: dict[int, DealtShares] = {c: m.self_mask_shares for c, m in available.items()}
+        try:
+            rev = client_reveal(
+                self.secrets,
+                round_,
+                view.included_clients(round_),
+                view.peers(round_),
+                shares,
+                view.context(round_),
+            )
+        except RevealUnsafe:
+            return None
         return rev.to_bytes()
 
     def step(self, round_: int) -> list[ClientEvent]:
@@ -321,7 +374,14 @@ class HePayloads:
         return True
 
     def payload(self, client: ClientNode, round_: int, vector: np.ndarray) -> bytes:
-        return he_round.encrypt_payload(round_, vector, self.public_key, self.spec.num_clients or 0)
+        return he_round.encrypt_payload(
+            round_,
+            vector,
+            self.public_key,
+            self.spec.num_clients or 0,
+            task=client.task.address,
+            client=client.client_index(),
+        )
 
     def step(self, round_: int) -> list[ClientEvent]:
         return []

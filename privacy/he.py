@@ -37,10 +37,12 @@ from protocol.errors import ConfigError, HEError
 __all__ = [
     "DecryptionProof",
     "PackingSpec",
+    "ciphertexts",
     "combine",
     "decrypt_sum",
     "decrypted_total",
     "encrypt_update",
+    "encrypt_update_opening",
     "generate_keypair",
     "load_public_key",
     "payload_shape",
@@ -169,6 +171,17 @@ def encrypt_update(
     random_below: Callable[[int], int] = secrets.randbelow,
 ) -> bytes:
     """Packed encryption of one client's integer update (fresh randomness per ciphertext)."""
+    return encrypt_update_opening(values, public_key, spec, random_below)[0]
+
+
+def encrypt_update_opening(
+    values: NDArray[np.integer],
+    public_key: paillier.PaillierPublicKey,
+    spec: PackingSpec,
+    random_below: Callable[[int], int] = secrets.randbelow,
+) -> tuple[bytes, list[tuple[int, int, int]]]:
+    """:func:`encrypt_update` and, per ciphertext, its opening ``(c, m, r)`` (the client's
+    witness for a proof of plaintext knowledge; never published)."""
     v = np.asarray(values, dtype=np.int64)
     if v.ndim != 1 or v.size == 0:
         raise ConfigError("the update must be a non-empty flat integer vector")
@@ -176,13 +189,23 @@ def encrypt_update(
         raise ConfigError(f"update values exceed the packing bound {spec.value_bound}")
     n = int(public_key.n)
     cts = []
+    openings = []
     for m in _pack(v, spec, spec.slots(public_key)):
         while True:
             r = random_below(n)
             if r > 0 and math.gcd(r, n) == 1:
                 break
-        cts.append(int(public_key.raw_encrypt(m, r_value=r)))
-    return _encode(public_key, v.size, spec, 1, cts)
+        c = int(public_key.raw_encrypt(m, r_value=r))
+        cts.append(c)
+        openings.append((c, m, r))
+    return _encode(public_key, v.size, spec, 1, cts), openings
+
+
+def ciphertexts(
+    data: bytes, public_key: paillier.PaillierPublicKey, spec: PackingSpec
+) -> list[int]:
+    """The checked ciphertexts of a packed payload (:class:`HEError` if malformed)."""
+    return _decode(data, public_key, spec)[2]
 
 
 def combine(

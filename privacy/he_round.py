@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 from phe import paillier
 
-from privacy import he
+from privacy import he, paillier_pok, threshold_paillier
 from protocol.codec import decode_tensors, encode_tensors
 from protocol.errors import CodecError, HEError
 
@@ -43,12 +43,16 @@ __all__ = [
     "packing",
     "ring_embed",
     "ring_reduce",
+    "threshold_shares",
+    "threshold_sum",
     "verified_sum",
 ]
 
 DECRYPTION_MAGIC = b"FCHD1"
+SHARES_MAGIC = b"FCHS1"
 ROUND_KEY = "meta/round"
 CIPHERTEXT_KEY = "he/ciphertexts"
+PROOFS_KEY = "he/proofs"
 _RING = 1 << 32
 _HALF = 1 << 31
 
@@ -75,13 +79,27 @@ def encrypt_payload(
     public_key: paillier.PaillierPublicKey,
     num_clients: int,
     random_below: Callable[[int], int] = secrets.randbelow,
+    *,
+    task: str,
+    client: int,
 ) -> bytes:
-    """A client's round payload: ``meta/round`` and the packed ciphertexts as uint8 bytes."""
-    blob = he.encrypt_update(ring_embed(vector), public_key, packing(num_clients), random_below)
+    """A client's round payload: ``meta/round``, the packed ciphertexts and, per ciphertext,
+    a proof of plaintext knowledge bound to (``task``, round, ``client``, slot)."""
+    blob, openings = he.encrypt_update_opening(
+        ring_embed(vector), public_key, packing(num_clients), random_below
+    )
+    n = int(public_key.n)
+    proofs = b"".join(
+        paillier_pok.prove(
+            n, c, m, r, paillier_pok.proof_context(task, round_, client, slot), random_below
+        ).to_bytes(n)
+        for slot, (c, m, r) in enumerate(openings)
+    )
     return encode_tensors(
         {
             ROUND_KEY: np.array([round_], dtype=np.int64),
             CIPHERTEXT_KEY: np.frombuffer(blob, dtype=np.uint8),
+            PROOFS_KEY: np.frombuffer(proofs, dtype=np.uint8),
         }
     )
 
@@ -93,11 +111,15 @@ def decode_payload(
     public_key: paillier.PaillierPublicKey,
     num_clients: int,
     max_bytes: int,
+    *,
+    task: str,
+    client: int,
 ) -> bytes:
-    """The ciphertext blob of a client payload for ``round_`` of ``dim`` values, checked
-    (:class:`CodecError` / :class:`HEError` if malformed)."""
+    """The ciphertext blob of ``client``'s payload for ``round_`` of ``dim`` values, checked,
+    every ciphertext's proof of plaintext knowledge verified in its context
+    (:class:`CodecError` / :class:`HEError` if malformed or a proof fails)."""
     tensors = decode_tensors(data, max_bytes=max_bytes)
-    if set(tensors) != {ROUND_KEY, CIPHERTEXT_KEY}:
+    if set(tensors) != {ROUND_KEY, CIPHERTEXT_KEY, PROOFS_KEY}:
         raise CodecError(f"HE update has tensors {sorted(tensors)}")
     rnd, blob = tensors[ROUND_KEY], tensors[CIPHERTEXT_KEY]
     if rnd.dtype != np.int64 or rnd.shape != (1,) or int(rnd[0]) != round_:
@@ -108,6 +130,21 @@ def decode_payload(
     got_dim, summands = he.payload_shape(raw, public_key, packing(num_clients))
     if got_dim != dim or summands != 1:
         raise HEError(f"HE update encrypts {got_dim} values of {summands} summands, expected {dim}")
+    proofs = tensors[PROOFS_KEY]
+    n = int(public_key.n)
+    size = paillier_pok.proof_bytes(n)
+    cts = he.ciphertexts(raw, public_key, packing(num_clients))
+    if proofs.dtype != np.uint8 or proofs.ndim != 1 or proofs.size != size * len(cts):
+        raise CodecError(f"tensor {PROOFS_KEY!r} must hold {len(cts)} proofs of {size} bytes")
+    body = proofs.tobytes()
+    for slot, c in enumerate(cts):
+        proof = paillier_pok.PlaintextProof.from_bytes(body[slot * size : (slot + 1) * size], n)
+        context = paillier_pok.proof_context(task, round_, client, slot)
+        if not paillier_pok.verify(n, c, proof, context):
+            raise HEError(
+                f"ciphertext {slot} of client {client}'s update has no valid proof of "
+                "plaintext knowledge (a mauled or copied ciphertext)"
+            )
     return raw
 
 
@@ -197,3 +234,114 @@ def verified_sum(
     if total is None:
         raise HEError(f"round {round_}: the key holder's decryption does not verify")
     return ring_reduce(total)
+
+
+def _share_context(task: str, round_: int, slot: int) -> bytes:
+    return f"fedchain-he-decryption|{task.lower()}|{round_}|{slot}".encode()
+
+
+def _share_widths(key: threshold_paillier.ThresholdKey) -> tuple[int, int]:
+    w2 = (key.nsquare.bit_length() + 7) // 8
+    return w2, w2 + 64  # value, response (|n²| + |l!| + 256 bits < |n²| + 64 bytes)
+
+
+def threshold_shares(
+    round_: int,
+    combined: bytes,
+    key: threshold_paillier.ThresholdKey,
+    share: threshold_paillier.KeyShare,
+    num_clients: int,
+    task: str,
+    summands_at_least: int,
+) -> bytes:
+    """Committee member ``share.index``'s decryption shares of every ciphertext of
+    ``combined`` (each with its proof), as a record: magic, round, member, count, the
+    combination's SHA-256, then per ciphertext value ‖ challenge (16) ‖ response. Refuses a
+    combination of fewer than ``summands_at_least`` updates."""
+    pk = paillier.PaillierPublicKey(key.n)
+    spec = packing(num_clients)
+    _, summands = he.payload_shape(combined, pk, spec)
+    if summands < summands_at_least:
+        raise HEError(
+            f"round {round_}: the combination sums {summands} updates, fewer than the "
+            f"threshold {summands_at_least}: no decryption share"
+        )
+    cts = he.ciphertexts(combined, pk, spec)
+    w_value, w_response = _share_widths(key)
+    body = b""
+    for slot, c in enumerate(cts):
+        ds = threshold_paillier.decryption_share(key, share, c, _share_context(task, round_, slot))
+        body += (
+            ds.value.to_bytes(w_value, "big")
+            + ds.challenge.to_bytes(16, "big")
+            + ds.response.to_bytes(w_response, "big")
+        )
+    head = struct.pack("<III", round_, share.index, len(cts))
+    return SHARES_MAGIC + head + hashlib.sha256(combined).digest() + body
+
+
+def _parse_shares(
+    data: bytes, key: threshold_paillier.ThresholdKey, round_: int, digest: bytes, count: int
+) -> list[threshold_paillier.DecryptionShare]:
+    head = len(SHARES_MAGIC) + 12 + 32
+    if len(data) < head or bytes(data[: len(SHARES_MAGIC)]) != SHARES_MAGIC:
+        raise HEError("not a fedchain HE decryption-share record (bad magic)")
+    rnd, member, got = struct.unpack_from("<III", data, len(SHARES_MAGIC))
+    if rnd != round_ or got != count or bytes(data[head - 32 : head]) != digest:
+        raise HEError("decryption shares of another round or combination")
+    w_value, w_response = _share_widths(key)
+    step = w_value + 16 + w_response
+    if len(data) != head + count * step:
+        raise HEError("decryption-share record length does not match its header")
+    out = []
+    for i in range(count):
+        at = head + i * step
+        value = int.from_bytes(data[at : at + w_value], "big")
+        challenge = int.from_bytes(data[at + w_value : at + w_value + 16], "big")
+        response = int.from_bytes(data[at + w_value + 16 : at + step], "big")
+        out.append(threshold_paillier.DecryptionShare(member, value, challenge, response))
+    return out
+
+
+def threshold_sum(
+    round_: int,
+    combined: bytes,
+    records: Sequence[tuple[int, bytes]],
+    key: threshold_paillier.ThresholdKey,
+    num_clients: int,
+    task: str,
+) -> tuple[NDArray[np.int64], tuple[int, ...]]:
+    """The sum ``combined`` decrypts to from the committee's share records
+    (``(member index, record)``; a record must come from the member it names), reduced to
+    Z_2^32, and the members whose record or shares were bad. :class:`HEError` when some
+    ciphertext has fewer than ``t`` valid shares: no single party, and no ``t − 1``, can
+    decrypt. Pure: the first ``t`` valid shares by member index are combined."""
+    pk = paillier.PaillierPublicKey(key.n)
+    spec = packing(num_clients)
+    dim, summands = he.payload_shape(combined, pk, spec)
+    cts = he.ciphertexts(combined, pk, spec)
+    digest = hashlib.sha256(combined).digest()
+    per_member: dict[int, list[threshold_paillier.DecryptionShare]] = {}
+    bad: set[int] = set()
+    for member, data in records:
+        if member in per_member:
+            continue
+        try:
+            shares = _parse_shares(data, key, round_, digest, len(cts))
+        except HEError:
+            bad.add(member)
+            continue
+        if any(s.index != member for s in shares):
+            bad.add(member)
+            continue
+        per_member[member] = shares
+    plaintexts = []
+    for slot, c in enumerate(cts):
+        given = [shares[slot] for _, shares in sorted(per_member.items())]
+        plain, wrong = threshold_paillier.combine_shares(
+            key, c, given, _share_context(task, round_, slot)
+        )
+        bad.update(wrong)
+        plaintexts.append(plain)
+    total = he._unpack(plaintexts, dim, summands, spec, spec.slots(pk))
+    return ring_reduce(total), tuple(sorted(bad))

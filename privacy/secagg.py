@@ -69,6 +69,7 @@ __all__ = [
     "open_share_from",
     "pairwise_seed",
     "unmask_sum",
+    "usable_public_key",
 ]
 
 #: The two kinds of secret a client deals shares of.
@@ -115,6 +116,26 @@ class _Reader:
 def _kdf(secret: bytes, *info: object, length: int = 32) -> bytes:
     text = b"\x1f".join(str(x).encode() for x in info)
     return HKDF(algorithm=hashes.SHA256(), length=length, salt=_DOMAIN, info=text).derive(secret)
+
+
+_PROBE = X25519PrivateKey.from_private_bytes(bytes([9]) * 32)
+
+
+def usable_public_key(public: bytes) -> bool:
+    """Whether ``public`` is a 32-byte X25519 key with a non-zero shared secret.
+
+    A low-order point (the eight points of the small subgroup, in any of their encodings)
+    gives the all-zero shared secret with *every* private key (scalars are clamped to
+    multiples of 8), which the X25519 exchange refuses: a peer that registered one would
+    make every honest client raise while masking or dealing to it. It is refused when keys
+    are read, so it never enters a round."""
+    if not isinstance(public, bytes | bytearray) or len(public) != 32:
+        return False
+    try:
+        _PROBE.exchange(X25519PublicKey.from_public_bytes(bytes(public)))
+    except ValueError:
+        return False
+    return True
 
 
 def _private_key(value: int) -> X25519PrivateKey:

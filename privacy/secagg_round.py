@@ -34,6 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from privacy.client_keys import ClientSecrets
+from privacy.reveal_safety import check_reveal_safe
 from privacy.secagg import (
     MASK_KEY,
     RING,
@@ -46,6 +47,7 @@ from privacy.secagg import (
     make_reveal,
     mask_update,
     unmask_sum,
+    usable_public_key,
 )
 from protocol.codec import decode_tensors, encode_tensors
 from protocol.errors import CodecError, SecAggError
@@ -64,6 +66,7 @@ __all__ = [
     "max_payload_bytes",
     "peers_from_payloads",
     "unmask_round",
+    "usable_enc_keys",
 ]
 
 KEY_RECORD_MAGIC = b"FCSK1"
@@ -82,6 +85,12 @@ class SecAggContext:
     task: str
     threshold: int
     enc_keys: Mapping[int, bytes]
+
+
+def usable_enc_keys(keys: Mapping[int, bytes]) -> dict[int, bytes]:
+    """The registered encryption keys that can be used (a low-order X25519 key is left
+    out: its client holds no share, and nobody deals to it)."""
+    return {c: k for c, k in keys.items() if usable_public_key(k)}
 
 
 @dataclass(frozen=True)
@@ -119,6 +128,8 @@ class KeyRecord:
             raise SecAggError(f"key record of client {self.bundle.index}, expected {client}")
         if ctx.enc_keys.get(client) != self.bundle.enc_pk:
             raise SecAggError(f"client {client}'s key record has an unregistered encryption key")
+        if not usable_public_key(self.bundle.mask_pk):
+            raise SecAggError(f"client {client}'s mask key is a low-order X25519 point")
         check_dealt(self.shares, client, MASK_KEY, round_, ctx)
         if self.shares.secret_commitment != self.bundle.mask_pk:
             raise SecAggError(f"client {client}'s key shares commit to another public key")
@@ -336,14 +347,28 @@ def client_reveal(
     peers: Mapping[int, KeyRecord],
     self_masks: Mapping[int, DealtShares],
     ctx: SecAggContext,
+    n_min: int | None = None,
 ) -> Reveal:
     """What this client reveals once ``included`` (``I_r``) is fixed: its shares of the
-    included peers' self masks and of the dropped peers' mask keys (those that open)."""
+    included peers' self masks and of the dropped peers' mask keys (those that open).
+
+    ``included`` must be the **on-chain** included set (the contract's bitmap), not the
+    clients whose payloads this client could fetch: a peer in it is never treated as
+    dropped, so its mask key is never revealed; if its self-mask shares (``self_masks``:
+    those of the payloads this client fetched and checked) are missing, nothing is revealed
+    for it (the round then cannot unmask and is carried forward: never a public update).
+    Raises :class:`~privacy.reveal_safety.RevealUnsafe` when the reveal-safety rule fails
+    (``n_min`` defaults to the threshold: the full graph's ``⌈(1 − δ)K⌉``).
+    """
+    inc = set(included)
+    check_reveal_safe(
+        inc & set(peers), peers, ctx.threshold, ctx.threshold if n_min is None else n_min
+    )
     return make_reveal(
         secrets.keys(round_),
         round_,
-        included,
-        self_masks,
+        inc,
+        {c: d for c, d in self_masks.items() if c in inc},
         {c: rec.shares for c, rec in peers.items()},
         {c: rec.bundle for c, rec in peers.items()},
         ctx.task,

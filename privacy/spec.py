@@ -36,7 +36,8 @@ from privacy.accounting import (
 )
 from privacy.distributed import DEFAULT_SCALE, DdpParams, survivor_threshold
 from privacy.mechanisms import check_delta, check_epsilon, check_positive
-from protocol.errors import ConfigError, PrivacyBudgetError
+from privacy.reveal_safety import check_threshold_floor
+from protocol.errors import ConfigError, PrivacyBudgetError, PrivacyError
 
 __all__ = [
     "BUDGET_POLICIES",
@@ -100,6 +101,10 @@ def parse_mode(text: str) -> str:
     return mode
 
 
+#: What a client registers as ``numSamples`` in a sum mode (``PrivacySpec.sample_counts``).
+SAMPLE_COUNTS = ("exact", "bucket", "hidden")
+
+
 @dataclass(frozen=True)
 class PrivacySpec:
     """A task's privacy parameters (see the module docstring for the conventions).
@@ -113,9 +118,15 @@ class PrivacySpec:
     (the round survives ``K − ⌈(1 − ρ)K⌉`` dropouts; the DDP noise is sized for them);
     ``ddp_scale`` S is the integer L2 bound of one client's DDP vector. Adaptive clipping:
     ``clip_quantile`` γ, ``clip_learning_rate`` η, ``clip_bit_epsilon`` per round. HE:
-    ``he_public_key`` (hex of the canonical bytes) and ``he_key_holder`` (address). Sum
+    ``he_public_key`` (hex of the canonical bytes) and ``he_key_holder`` (address), or for
+    threshold decryption ``he_threshold_key`` (hex of a
+    :class:`~privacy.threshold_paillier.ThresholdKey`) and ``he_decryptors`` (the committee
+    members' addresses, member i + 1 first). Sum
     modes publish their records on the task's ``records_contract`` (address, fixed before
-    deployment), whose reveal window is ``reveal_window`` blocks.
+    deployment), whose reveal window is ``reveal_window`` blocks. ``sample_counts`` is what
+    a client registers on-chain as its ``numSamples`` in a sum mode (which weighs every
+    included update 1): ``exact``, ``bucket`` (rounded up to a power of two) or ``hidden``
+    (always 1).
     """
 
     mode: str = "none"
@@ -135,8 +146,11 @@ class PrivacySpec:
     clip_bit_epsilon: float = 0.5
     he_public_key: str | None = None
     he_key_holder: str | None = None
+    he_threshold_key: str | None = None
+    he_decryptors: tuple[str, ...] = ()
     records_contract: str | None = None
     reveal_window: int = 3
+    sample_counts: str = "exact"
 
     @property
     def enabled(self) -> bool:
@@ -159,6 +173,16 @@ class PrivacySpec:
     def hides_updates(self) -> bool:
         """True when aggregators only see the sum (secure aggregation or HE)."""
         return self.mode in SUM_MODES
+
+    def registered_samples(self, num_samples: int) -> int:
+        """The ``numSamples`` a client registers on-chain for ``num_samples`` local examples
+        (public forever; a sum mode does not use it, so it may be bucketed or hidden)."""
+        n = max(1, int(num_samples))
+        if self.sample_counts == "hidden":
+            return 1
+        if self.sample_counts == "bucket":
+            return 1 << (n - 1).bit_length()
+        return n
 
     @property
     def threshold(self) -> int:
@@ -227,6 +251,11 @@ class PrivacySpec:
                 f"privacy {mode!r}: give a target (target_epsilon, target_delta) to derive the "
                 "noise, or a noise_multiplier"
             )
+        if self.sample_counts != "exact" and not self.hides_updates:
+            raise ConfigError(
+                f"sample_counts {self.sample_counts!r}: only a sum mode (secagg, he) ignores "
+                "numSamples; plaintext aggregation weighs updates by it"
+            )
         self._validate_sum_mode()
         self._validate_adaptive_clip()
 
@@ -242,6 +271,12 @@ class PrivacySpec:
             raise ConfigError(f"dropout_fraction {self.dropout_fraction!r}: must lie in [0, 1)")
         if int(self.reveal_window) < 1:
             raise ConfigError(f"reveal_window {self.reveal_window!r}: must be at least 1 block")
+        if "secagg" in self.components:
+            check_threshold_floor(self.num_clients, self.threshold)
+        if self.sample_counts not in SAMPLE_COUNTS:
+            raise ConfigError(
+                f"sample_counts {self.sample_counts!r}: must be one of {list(SAMPLE_COUNTS)}"
+            )
         if float(self.sample_rate) < 1.0:
             raise ConfigError(
                 f"sample_rate {self.sample_rate!r}: privacy {self.mode!r} needs every client "
@@ -254,6 +289,25 @@ class PrivacySpec:
                 self.noise_multiplier or 1.0,
                 self.dropout_fraction,
                 self.num_clients,
+            )
+        if self.he_threshold_key:
+            self._validate_threshold_he()
+
+    def _validate_threshold_he(self) -> None:
+        from privacy import he
+        from privacy.threshold_paillier import ThresholdKey
+
+        try:
+            key = ThresholdKey.from_bytes(bytes.fromhex(self.he_threshold_key or ""))
+            n = int(he.load_public_key(bytes.fromhex(self.he_public_key or "")).n)
+        except (ValueError, PrivacyError) as exc:
+            raise ConfigError(f"he_threshold_key: {exc}") from exc
+        if "he" not in self.components or key.n != n:
+            raise ConfigError("he_threshold_key: not the modulus of the task's HE public key")
+        if key.threshold < 2 or len(self.he_decryptors) != key.members:
+            raise ConfigError(
+                f"he_threshold_key: threshold {key.threshold} of {key.members} members with "
+                f"{len(self.he_decryptors)} decryptors (no single party may decrypt: t >= 2)"
             )
 
     def _validate_adaptive_clip(self) -> None:
@@ -369,6 +423,8 @@ class PrivacySpec:
                 "records_contract": self.records_contract,
                 "reveal_window": self.reveal_window,
             }
+            if self.sample_counts != "exact":  # absent by default: manifest hashes unchanged
+                out["aggregation"]["sample_counts"] = self.sample_counts
         if self.distributed:
             p = self.ddp()
             out["ddp"] = {
@@ -384,6 +440,9 @@ class PrivacySpec:
             }
         if "he" in self.components:
             out["he"] = {"public_key": self.he_public_key, "key_holder": self.he_key_holder}
+            if self.he_threshold_key:  # absent otherwise: manifest hashes unchanged
+                out["he"]["threshold_key"] = self.he_threshold_key
+                out["he"]["decryptors"] = list(self.he_decryptors)
         return out
 
     @classmethod
@@ -412,6 +471,7 @@ class PrivacySpec:
                     dropout_fraction=float(agg["dropout_fraction"]),
                     records_contract=agg.get("records_contract"),
                     reveal_window=int(agg.get("reveal_window", 3)),
+                    sample_counts=str(agg.get("sample_counts", "exact")),
                 )
             if "ddp" in obj:
                 kw["ddp_scale"] = int(obj["ddp"]["scale"])
@@ -427,6 +487,8 @@ class PrivacySpec:
                 kw.update(
                     he_public_key=obj["he"].get("public_key"),
                     he_key_holder=obj["he"].get("key_holder"),
+                    he_threshold_key=obj["he"].get("threshold_key"),
+                    he_decryptors=tuple(obj["he"].get("decryptors", ())),
                 )
             spec = cls(**kw)
         except (KeyError, TypeError, ValueError) as exc:

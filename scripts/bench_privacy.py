@@ -22,11 +22,13 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import secrets
 import time
 
 import numpy as np
+from phe import paillier
 
-from privacy import he, secagg
+from privacy import he, he_round, paillier_pok, secagg, threshold_paillier
 from privacy.mechanisms import skellam_noise
 from protocol.fixedpoint import quantise
 from protocol.payloads import ModelLayout, encode_update
@@ -121,26 +123,67 @@ def secagg_measured(k: int, d: int) -> tuple[float, float]:
     return client, (time.perf_counter() - start) / k
 
 
-def he_units(bits: int) -> tuple[he.PackingSpec, dict[str, float], object]:
+def he_units(bits: int) -> tuple[dict[str, float], object]:
+    """Per-ciphertext costs under the protocol's real packing (``he_round.packing(K)``: int32
+    ring values, slots wide enough for K summands): encryption, proof of plaintext
+    knowledge (prove / verify), ciphertext product, the key holder's decryption."""
     pk, sk = he.generate_keypair(bits)
-    spec = he.PackingSpec(B, 1000)
+    n = int(pk.n)
+    spec = he_round.packing(100)
     slots = spec.slots(pk)
-    x = np.random.default_rng(0).integers(-B, B, size=slots * 4)
-    payload = he.encrypt_update(x, pk, spec)
+    x = np.random.default_rng(0).integers(-(2**31), 2**31, size=slots * 4)
+    payload, openings = he.encrypt_update_opening(x, pk, spec)
     enc = timed(lambda: he.encrypt_update(x, pk, spec), 1) / 4
+    ctx = paillier_pok.proof_context("0x" + "ab" * 20, 1, 0, 0)
+    c, m, r = openings[0]
+    prove = timed(lambda: paillier_pok.prove(n, c, m, r, ctx))
+    proof = paillier_pok.prove(n, c, m, r, ctx)
+    verify = timed(lambda: paillier_pok.verify(n, c, proof, ctx))
     comb = timed(lambda: he.combine([payload, payload], pk, spec)) / 4
     dec = timed(lambda: he.decrypt_sum(payload, sk, spec), 1) / 4
+    total, opening = he.decrypt_sum(payload, sk, spec)
+    verify_dec = timed(lambda: he.verify_decryption(payload, pk, spec, total, opening)) / 4
     return (
-        spec,
         {
+            "verify_dec": verify_dec,
             "enc": enc,
+            "prove": prove,
+            "verify": verify,
             "mul": comb,
             "dec": dec,
-            "slots": slots,
             "width": (int(pk.nsquare).bit_length() + 7) // 8,
+            "proof_bytes": paillier_pok.proof_bytes(n),
         },
         pk,
     )
+
+
+def threshold_units(primes: tuple[int, int], t: int, members: int) -> dict[str, float]:
+    """Per-ciphertext costs of threshold decryption (trusted dealer, the safe primes
+    ``primes``): one member's decryption share with its proof, verifying a share, and
+    combining ``t`` shares."""
+    key, shares = threshold_paillier.deal(*primes, t, members, secrets.randbelow)
+    c = int(paillier.PaillierPublicKey(key.n).raw_encrypt(12345, r_value=7))
+    ctx = b"bench"
+    share = timed(lambda: threshold_paillier.decryption_share(key, shares[0], c, ctx))
+    ds = [threshold_paillier.decryption_share(key, s, c, ctx) for s in shares[:t]]
+    verify = timed(lambda: threshold_paillier.verify_share(key, c, ds[0], ctx))
+    combine = timed(lambda: threshold_paillier.combine_shares(key, c, ds, ctx)) - t * verify
+    return {"share": share, "verify": verify, "combine": max(combine, 0.0)}
+
+
+def he_rows(k: int, d: int, hu: dict[str, float], pk: object, plain_bytes: int) -> list[str]:
+    """HE rows at K clients: the key holder, and with ``--threshold`` members t-of-n."""
+    spec = he_round.packing(k)
+    slots = spec.slots(pk)  # type: ignore[arg-type]
+    count = math.ceil(d / slots)
+    up = len(he.MAGIC) + he._HEADER.size + count * (hu["width"] + hu["proof_bytes"])
+    client = count * (hu["enc"] + hu["prove"])
+    agg = k * count * hu["verify"] + (k - 1) * count * hu["mul"] + count * hu["dec"]
+    return [
+        f"| he ({slots} values/ct, with proofs) | {k} | {d:.0e} | {up:,} | "
+        f"{up / plain_bytes:.2f}x | {client:.2f}* | {agg:.2f}* |"
+    ]
 
 
 E2E_MODES: tuple[tuple[str, dict[str, object]], ...] = (
@@ -199,16 +242,22 @@ def main() -> None:
     parser.add_argument("--e2e-clients", type=int, default=10, help="clients of the e2e task")
     parser.add_argument("--e2e-rounds", type=int, default=3, help="rounds of the e2e task")
     parser.add_argument("--out", default="runs/bench-privacy", help="e2e run directories")
+    parser.add_argument(
+        "--threshold", action="store_true", help="also time threshold Paillier decryption"
+    )
+    parser.add_argument(
+        "--threshold-bits", type=int, default=2048, help="modulus of the threshold key"
+    )
     args = parser.parse_args()
     if args.e2e_only:
         end_to_end(args.e2e_clients, args.e2e_rounds, args.out)
         return
     dims = [10**4] if args.quick else [10**4, 10**6]
     ks = [10, 100, 1000]
-    spec, hu, _ = he_units(2048)
+    hu, pk = he_units(2048)
     print(
-        f"# HE: Paillier 2048-bit (phe + gmpy2), {hu['slots']} values of "
-        f"{spec.slot_bits} bits per ciphertext"
+        "# HE: Paillier 2048-bit (phe + gmpy2), the protocol's packing (int32 ring values, "
+        "slots of bits(K * 2^32) bits), a proof of plaintext knowledge per ciphertext"
     )
     header = (
         "| mode | K | d | bytes up / client | expansion | client s | aggregator s (round total) |"
@@ -233,21 +282,40 @@ def main() -> None:
                     f"| {mode} | {k} | {d:.0e} | {up:,} | {up / plain_bytes:.2f}x | "
                     f"{client:.3f}{mark} | {agg * k:.3f}{mark} |"
                 )
-            count = math.ceil(d / hu["slots"])
-            up = len(he.MAGIC) + he._HEADER.size + count * hu["width"]
-            client = count * hu["enc"]
-            agg = (k - 1) * count * hu["mul"] + count * hu["dec"]
-            print(
-                f"| he | {k} | {d:.0e} | {up:,} | {up / plain_bytes:.2f}x | {client:.2f}* | "
-                f"{agg:.2f}* |"
-            )
+            for row in he_rows(k, d, hu, pk, plain_bytes):
+                print(row)
     print(
         "\n* extrapolated from measured unit costs x exact operation counts (complete mask "
         "graph, mask keys rotated every round, 30 % dropouts). Bonawitz et al. 2017 report "
         "1.73x expansion at 2^10 users and 2^20 dimensions (16-bit values)."
     )
+    if args.threshold:
+        threshold_table(args.threshold_bits, hu, pk)
     if args.e2e:
         end_to_end(args.e2e_clients, args.e2e_rounds, args.out)
+
+
+def threshold_table(bits: int, hu: dict[str, float], pk: object) -> None:
+    """Decryption of a K = 100, d = 1e4 HE round: one key holder against t-of-n members."""
+    k, d = 100, 10**4
+    count = math.ceil(d / he_round.packing(k).slots(pk))  # type: ignore[arg-type]
+    print(
+        f"\n# HE decryption of one round, K = {k}, d = {d:.0e} ({count} ciphertexts); "
+        f"threshold rows with a {bits}-bit modulus from a trusted dealer"
+    )
+    print("| decryption | per member s | per aggregator s (verify + combine) | bytes / member |")
+    print("|---|---|---|---|")
+    holder, check = count * hu["dec"], count * hu["verify_dec"]
+    print(f"| key holder (trusted) | {holder:.2f} | {check:.2f} | {count * 2 * bits // 8:,} |")
+    # a share: c_i (|n^2|), challenge (16), response (|n^2| + |l!| + 256 bits)
+    width = 2 * ((bits * 2 + 7) // 8) + 16 + 40
+    rb = secrets.randbelow
+    primes = tuple(threshold_paillier.generate_safe_prime(bits // 2, rb) for _ in range(2))
+    for t, n in ((2, 3), (3, 4), (5, 7)):
+        tu = threshold_units(primes, t, n)
+        member = count * tu["share"]
+        agg = count * (t * tu["verify"] + tu["combine"])
+        print(f"| threshold {t}-of-{n} | {member:.2f} | {agg:.2f} | {count * width:,} |")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@ from clients.release import client_release
 from privacy import he, he_round
 from privacy import secagg_round as sr
 from privacy.client_keys import ClientSecrets
+from privacy.reveal_safety import RevealUnsafe
 from privacy.spec import PrivacySpec
+from protocol.errors import CodecError, HEError
 from protocol.fixedpoint import NumericFormat
 from protocol.manifest import TaskManifest
 from protocol.payloads import GlobalState, ModelLayout, encode_global_state
@@ -99,7 +101,9 @@ class Federation:
                 self.secrets[i], round_, vec, self.peers, self.ctx
             ).to_bytes()
         pk = he.load_public_key(bytes.fromhex(self.spec.he_public_key or ""))
-        return he_round.encrypt_payload(round_, vec, pk, self.spec.num_clients or 0)
+        return he_round.encrypt_payload(
+            round_, vec, pk, self.spec.num_clients or 0, task=TASK, client=i
+        )
 
     def inputs(
         self,
@@ -120,18 +124,26 @@ class Federation:
             }
             shares = {i: m.self_mask_shares for i, m in masked.items()}
             for r in included if revealers is None else revealers:
-                rev = sr.client_reveal(
-                    self.secrets[r], round_, included, self.peers, shares, self.ctx
-                )
+                try:
+                    rev = sr.client_reveal(
+                        self.secrets[r], round_, included, self.peers, shares, self.ctx
+                    )
+                except RevealUnsafe:
+                    continue  # an honest client reveals nothing for an unsafe included set
                 reveals.append((r, (reveal_bytes or {}).get(r, rev.to_bytes())))
         else:
             pk, sk = he_keys()
             dim = private_dim(self.man, self.spec)
-            blobs = [
-                he_round.decode_payload(p, round_, dim, pk, k, 1 << 26)
-                for p in payloads
-                if p is not None
-            ]
+            blobs = []
+            for i, p in enumerate(payloads):
+                if p is None:
+                    continue
+                try:  # as the key holder: an invalid payload is left out
+                    blobs.append(
+                        he_round.decode_payload(p, round_, dim, pk, k, 1 << 26, task=TASK, client=i)
+                    )
+                except (CodecError, HEError):
+                    continue
             if len(blobs) >= self.spec.threshold:
                 combined = he_round.combine_round(blobs, pk, k)
                 decryption = he_round.decrypt_round(round_, combined, sk, k, self.spec.threshold)

@@ -139,7 +139,7 @@ def test_key_epochs_carry_into_the_next_round_and_a_dropped_client_rekeys() -> N
 def test_honest_reveals_never_expose_both_secrets_of_one_client() -> None:
     """What every aggregator sees (payloads + reveals) unmasks the sum, never a survivor:
     no reveal has a survivor's mask-key share, so its pairwise masks stay on its vector."""
-    fed = Federation(resolved("secagg", 6, dropout_fraction=0.5))
+    fed = Federation(resolved("secagg", 6, dropout_fraction=0.34))  # t = 4
     sent: list[bytes | None] = [fed.payload(i, 1) for i in range(5)] + [None]
     inputs = fed.inputs(1, sent)
     for _, payload in inputs.reveals:

@@ -79,7 +79,9 @@ def demo_config(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         dropout_fraction=args.dropout_fraction,
         ddp_scale=args.ddp_scale,
         he_key_bits=args.he_key_bits,
+        he_threshold=args.he_threshold,
         reveal_window=args.reveal_window,
+        sample_counts=args.sample_counts,
         **engine_overrides(args),
     )
 

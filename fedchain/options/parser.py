@@ -254,6 +254,22 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
         "clients reveal shares (the HE key holder its decryption) (%(default)s)",
     )
     g.add_argument(
+        "--sample-counts",
+        choices=["exact", "bucket", "hidden"],
+        default=d.sample_counts,
+        help="secagg/he: the numSamples each client registers on-chain (public forever; the "
+        "sum modes weigh every update 1): exact, bucket (next power of two) or hidden (1) "
+        "(%(default)s)",
+    )
+    g.add_argument(
+        "--he-threshold",
+        type=int,
+        default=d.he_threshold,
+        help="he: threshold decryption by t of the aggregators' decryptor identities (t-of-n "
+        "Paillier from a trusted dealer at deployment) instead of one key holder; 0: key "
+        "holder (%(default)s)",
+    )
+    g.add_argument(
         "--he-key-bits",
         type=int,
         default=d.he_key_bits,

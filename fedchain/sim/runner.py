@@ -21,6 +21,7 @@ import numpy as np
 
 from adapters.storage import get_by_digest
 from aggregators.behaviours import Behaviour
+from aggregators.key_holder import KeyHolderNode
 from aggregators.node import AggregatorNode
 from clients.node import ClientEvent, ClientNode
 from consensus.committee import Committee
@@ -182,7 +183,7 @@ class Demo:
         except BaseException:
             self.close()
             raise
-        self.key_holder = d.make_key_holder(self.clock)
+        self.key_holders = d.make_key_holders(self.clock)
         view = d.private_view()
         self.private_driver = None
         if isinstance(view, SecAggView):
@@ -357,15 +358,20 @@ class Demo:
         steps: list[Callable[[], bool]] = []
         if self.private_driver is not None:
             steps.append(self.private_driver.step)
-        if self.key_holder is not None:
-            holder = self.key_holder
+        for holder in self.key_holders:  # the key holder, or each committee member
 
-            def decrypt() -> bool:
+            def decrypt(holder: KeyHolderNode = holder) -> bool:
                 events = holder.step()
                 for ev in events:
-                    self.events.emit("key_holder", round=ev.round, action=ev.action, **ev.detail)
+                    self.events.emit(
+                        "key_holder",
+                        node=holder.name,
+                        round=ev.round,
+                        action=ev.action,
+                        **ev.detail,
+                    )
                     if ev.action != "publishDecryption":
-                        self.progress.line(f"  key holder, round {ev.round}: {ev.detail}")
+                        self.progress.line(f"  {holder.name}, round {ev.round}: {ev.detail}")
                 return bool(events)
 
             steps.append(decrypt)

@@ -53,6 +53,10 @@ def load_spec(directory: str | Path) -> dict[str, Any]:
     return spec
 
 
+def _write_spec(directory: Path, spec: dict[str, Any]) -> None:
+    write_private(_spec_path(directory), json.dumps(spec, indent=2))
+
+
 def _pid_file(directory: Path, name: str) -> Path:
     return directory / "pids" / f"{name}.pid"
 
@@ -134,6 +138,11 @@ def up(
     from protocol.metrics import Progress
 
     cfg.validate()  # bad values (a committee below 4, say) before anything starts
+    if cfg.he_threshold:
+        raise ConfigError(
+            "--he-threshold: threshold HE runs in-process only for now (the testnet's node "
+            "processes run a single key holder)"
+        )
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -159,7 +168,7 @@ def up(
         "block_time": block_time,
         "services": services,
     }
-    write_private(_spec_path(directory), json.dumps(spec, indent=2))  # so 'down' can find it
+    _write_spec(directory, spec)  # so 'down' can find it
     try:
         if use_ipfs:
             ipfs = IpfsService(directory / "ipfs")
@@ -176,7 +185,7 @@ def up(
             spec["store_dir"] = str(directory / "store")
             store = spec["store_dir"]
         spec["services"] = services
-        write_private(_spec_path(directory), json.dumps(spec, indent=2))
+        _write_spec(directory, spec)
         run_cfg = DemoConfig(
             **{
                 **asdict(cfg),
@@ -245,7 +254,7 @@ def up(
             from fedchain.testnet.netem import start_pbft_proxies
 
             start_pbft_proxies(spec, directory / "netem", pbft_netem, cfg.seed, max_seconds)
-        write_private(_spec_path(directory), json.dumps(spec, indent=2))
+        _write_spec(directory, spec)
         for node in nodes:
             start_node(directory, str(node["name"]), max_seconds=max_seconds)
         _start_task(demo, spec, max_seconds)
@@ -312,7 +321,7 @@ def restart_chain(directory: Path, downtime: float = 0.0) -> dict[str, Any]:
     anvil.start()
     service["pid"] = anvil.pid
     anvil.detach()
-    write_private(_spec_path(directory), json.dumps(spec, indent=2))
+    _write_spec(directory, spec)
     return spec
 
 

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from eth_account.signers.local import LocalAccount
+from phe.paillier import PaillierPublicKey
 
 from adapters.chain import Chain
 from adapters.contract import TaskConfig, TaskContract
@@ -51,6 +52,7 @@ from privacy.client_keys import ClientSecrets
 from privacy.distributed import check_ring
 from privacy.he import generate_keypair, public_key_bytes
 from privacy.spec import PrivacySpec
+from privacy.threshold_paillier import KeyShare, ThresholdKey, deal, generate_safe_prime
 from protocol.cid import content_digest
 from protocol.errors import ChainError, ConfigError, StorageError
 from protocol.fixedpoint import INT32_MAX, NumericFormat, quantise
@@ -221,6 +223,9 @@ class Deployment:
     #: HE: the task key holder's account and Paillier private key (None otherwise)
     key_holder: LocalAccount | None = None
     he_private_key: Any = None
+    #: threshold HE: the committee members' accounts and key shares (dealt at deployment)
+    decryptors: list[LocalAccount] = field(default_factory=list)
+    he_shares: list[tuple[ThresholdKey, KeyShare]] = field(default_factory=list)
 
     def store_for(self, address: str) -> ContentStore:
         """The store node ``address`` sees: its own plus its peers', or the shared one."""
@@ -256,6 +261,28 @@ class Deployment:
         if isinstance(view, HeView):
             return HePayloads(self.manifest)
         return None
+
+    def make_key_holders(self, clock: PhaseClock) -> list[KeyHolderNode]:
+        """The HE task's key holder node, or its threshold-decryption committee members
+        (none for other tasks)."""
+        if self.decryptors:
+            records = task_records(self.task, self.manifest)
+            return [
+                KeyHolderNode(
+                    f"decryptor-{i + 1}",
+                    acct,
+                    self.task,
+                    records,
+                    self.store_for(acct.address),
+                    self.manifest,
+                    None,
+                    clock=clock,
+                    share=share,
+                )
+                for i, (acct, share) in enumerate(zip(self.decryptors, self.he_shares, strict=True))
+            ]
+        holder = self.make_key_holder(clock)
+        return [] if holder is None else [holder]
 
     def make_key_holder(self, clock: PhaseClock) -> KeyHolderNode | None:
         """The HE task's key holder node (None for other tasks)."""
@@ -400,7 +427,9 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
     """Build the task, deploy the contract, register every node and start the task."""
     train, test, parts = federated_data(cfg)
     spec = privacy_plan(cfg)[0]
-    key_holder = 1 if "he" in spec.components else 0  # the HE task key holder's account
+    # the HE task key holder's account, or one decryptor account per committee member
+    threshold_he = "he" in spec.components and cfg.he_threshold > 0
+    key_holder = (cfg.aggregators if threshold_he else 1) if "he" in spec.components else 0
     chain = open_chain(cfg, num_accounts=1 + cfg.aggregators + cfg.clients + key_holder)
     store = open_run_store(cfg, run_dir)
     node_stores: dict[str, ContentStore] | None = None
@@ -414,7 +443,22 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
     model = build_model(cfg.model, train.input_shape, train.num_classes, seed=cfg.seed)
     layout = ModelLayout.from_spec(param_spec(model))
     he_private_key = None
-    if key_holder:
+    he_shares: list[tuple[ThresholdKey, KeyShare]] = []
+    first_extra = 1 + cfg.aggregators + cfg.clients
+    if threshold_he:
+        # trusted dealer (docs/privacy.md): safe primes, the exponent shared t-of-n among
+        # the committee; p, q and d are forgotten when this function returns
+        p, q = (generate_safe_prime(cfg.he_key_bits // 2) for _ in range(2))
+        key, shares = deal(p, q, cfg.he_threshold, cfg.aggregators)
+        he_shares = [(key, share) for share in shares]
+        spec = replace(
+            spec,
+            he_public_key=public_key_bytes(PaillierPublicKey(key.n)).hex(),
+            he_threshold_key=key.to_bytes().hex(),
+            he_decryptors=tuple(a.address for a in chain.accounts[first_extra:][:key_holder]),
+        )
+        spec.validate()
+    elif key_holder:
         # the key holder generates its Paillier key; the public key goes into the manifest
         public, he_private_key = generate_keypair(cfg.he_key_bits)
         spec = replace(
@@ -445,7 +489,10 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
         raise ConfigError(f"--store {cfg.store!r}: {short_reason(exc)}") from exc
     agg_accounts = chain.accounts[1 : 1 + cfg.aggregators]
     client_accounts = chain.accounts[1 + cfg.aggregators : 1 + cfg.aggregators + cfg.clients]
-    holder = chain.accounts[1 + cfg.aggregators + cfg.clients] if key_holder else None
+    holder = chain.accounts[first_extra] if key_holder and not threshold_he else None
+    decryptors = (
+        list(chain.accounts[first_extra : first_extra + key_holder]) if threshold_he else []
+    )
     config = task_config(cfg, content_digest(initial_payload), manifest.digest)
     task = TaskContract.deploy(chain, deployer, config)
     if spec.hides_updates:
@@ -465,6 +512,8 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
         task.register_client(acct)
     if holder is not None:
         task.register_client(holder)  # it signs its decryption records as the task's client
+    for acct in decryptors:
+        task.register_client(acct)  # each member signs its decryption-share records
     return Deployment(
         cfg=cfg,
         scenario=scenario,
@@ -484,4 +533,6 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
         node_stores=node_stores,
         key_holder=holder,
         he_private_key=he_private_key,
+        decryptors=decryptors,
+        he_shares=he_shares,
     )
