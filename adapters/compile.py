@@ -33,6 +33,7 @@ WRAPPER = REPO_ROOT / "scripts" / "solc_wrapper.js"
 MAIN_CONTRACTS: dict[str, str] = {
     "FedChainTask.sol": "FedChainTask",
     "PrivacyRecords.sol": "PrivacyRecords",
+    "OneStep.sol": "OneStep",
 }
 
 #: Compiler settings; part of the artifact so a settings change shows up as drift.
