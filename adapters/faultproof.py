@@ -39,7 +39,9 @@ class OneStepContract:
     def __init__(self, chain: Chain, address: str) -> None:
         self.chain = chain
         self.address = to_checksum_address(address)
-        self.contract: Any = chain.w3.eth.contract(address=address, abi=artifact("OneStep")["abi"])
+        self.contract: Any = chain.w3.eth.contract(
+            address=self.address, abi=artifact("OneStep")["abi"]
+        )
 
     @classmethod
     def deploy(cls, chain: Chain, deployer: LocalAccount) -> OneStepContract:
@@ -89,7 +91,7 @@ class FaultGamesContract:
         self.chain = chain
         self.address = to_checksum_address(address)
         self.contract: Any = chain.w3.eth.contract(
-            address=address, abi=artifact("FaultGames")["abi"]
+            address=self.address, abi=artifact("FaultGames")["abi"]
         )
 
     @classmethod
