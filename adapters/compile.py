@@ -34,6 +34,7 @@ MAIN_CONTRACTS: dict[str, str] = {
     "FedChainTask.sol": "FedChainTask",
     "PrivacyRecords.sol": "PrivacyRecords",
     "OneStep.sol": "OneStep",
+    "FaultGames.sol": "FaultGames",
 }
 
 #: Compiler settings; part of the artifact so a settings change shows up as drift.

@@ -90,8 +90,10 @@ class FaultGamesContract:
     def __init__(self, chain: Chain, address: str) -> None:
         self.chain = chain
         self.address = to_checksum_address(address)
+        # OneStep's errors bubble up through prove(): decode them too
+        step_errors = [e for e in artifact("OneStep")["abi"] if e["type"] == "error"]
         self.contract: Any = chain.w3.eth.contract(
-            address=self.address, abi=artifact("FaultGames")["abi"]
+            address=self.address, abi=artifact("FaultGames")["abi"] + step_errors
         )
 
     @classmethod

@@ -35,6 +35,8 @@ __all__ = [
     "RULE_IDS",
     "TRIMMED_MEAN",
     "StepRule",
+    "differing_chunks",
+    "excluded_words",
     "order_witness",
     "reference_chunk",
     "step_args",
@@ -165,3 +167,24 @@ def step_args(
         [t.proof(j) for t in ts],
         witness,
     )
+
+
+def excluded_words(excluded: Sequence[int], n: int) -> list[int]:
+    """The claim's excluded bitmap: bit ``i % 256`` of word ``i // 256`` for each excluded
+    record index ``i`` (``ceil(n / 256)`` words for ``n`` records)."""
+    words = [0] * (-(-n // 256))
+    for i in excluded:
+        if not 0 <= i < n:
+            raise IndexError(f"excluded record {i} out of range ({n} records)")
+        words[i // 256] |= 1 << (i % 256)
+    return words
+
+
+def differing_chunks(honest: ArrayLike, claimed: ArrayLike) -> list[int]:
+    """Chunk indices where a claimed state differs from the honest one (what a challenger
+    names in a leaf game); a length mismatch counts every chunk."""
+    a, b = np.asarray(honest, dtype=np.int64), np.asarray(claimed, dtype=np.int64)
+    if a.shape != b.shape:
+        return list(range(chunk_count(max(a.size, b.size))))
+    diff = np.flatnonzero(a != b)
+    return sorted({int(i) // CHUNK for i in diff})
