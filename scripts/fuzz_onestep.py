@@ -52,7 +52,7 @@ _TYPES = ["uint8", "uint256", "uint256", "uint256", "bytes", "bytes[]", "uint256
 
 def eth_call_batch(session: requests.Session, url: str, to: str, datas: list[bytes]) -> list[bytes]:
     """``eth_call`` every calldata in one JSON-RPC batch; returns the raw results in order."""
-    body = [
+    body: Any = [
         {
             "jsonrpc": "2.0",
             "id": i,

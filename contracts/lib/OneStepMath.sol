@@ -136,7 +136,8 @@ library OneStepMath {
         // INVARIANT: one K-permutation of 2-byte indices per valid lane.
         if (witness.length != valid * k * 2) revert BadWitnessLength(witness.length, valid * k * 2);
         (uint256 lo, uint256 hi) = k == 0 ? (0, 0) : slice(rule, k, betaNum, betaDen);
-        return _sortedMean(lo, hi, valid, prev, offs, _offset(witness));
+        // lo, hi, K < 2**16: packed to keep the stack shallow
+        return _sortedMean(lo | (hi << 64) | (k << 128), valid, prev, offs, _offset(witness));
     }
 
     function _offsets(bytes[] calldata xs, uint256 nw) private pure returns (uint256[] memory offs) {
@@ -204,48 +205,81 @@ library OneStepMath {
     }
 
     function _sortedMean(
-        uint256 lo,
-        uint256 hi,
+        uint256 ctx,
         uint256 valid,
         uint256 prev,
         uint256[] memory offs,
         uint256 wo
     ) private pure returns (bytes memory out) {
-        uint256[] memory mark = new uint256[](offs.length);
+        uint256 om;
+        {
+            uint256[] memory mark = new uint256[](offs.length);
+            assembly ("memory-safe") {
+                om := or(add(offs, 32), shl(128, add(mark, 32)))
+            }
+        }
         out = _newOut();
         for (uint256 t = 0; t < valid; ++t) {
-            int256 delta = offs.length == 0
-                ? int256(0)
-                : divHalfEven(_sortedSum(lo, hi, t, offs, mark, wo), hi - lo);
-            _put(out, t, sat32(_laneOff(prev, t) + delta));
+            _put(out, t, sat32(_laneOff(prev, t) + _sortedDelta(ctx, om, wo, t)));
         }
     }
 
-    /// @dev Sum of sorted positions [lo, hi) of lane t, verifying the lane's order witness.
+    /// @dev round_half_even(mean of sorted positions [lo, hi)) of lane t (0 when K = 0);
+    ///      ctx = lo | hi << 64 | K << 128, om = offs data | mark data << 128.
+    function _sortedDelta(uint256 ctx, uint256 om, uint256 wo, uint256 t) private pure returns (int256) {
+        uint256 k = ctx >> 128;
+        if (k == 0) return 0;
+        uint256 lo = ctx & 0xffffffffffffffff;
+        uint256 hi = (ctx >> 64) & 0xffffffffffffffff;
+        (int256 sum, uint256 bad) =
+            _sortedSum(lo, hi, t, k, om & type(uint128).max, om >> 128, wo + 2 * t * k);
+        // INVARIANT: the witness names every input exactly once per lane, in non-decreasing
+        // order of value (`bad`: the first sorted position that breaks it).
+        if (bad != type(uint256).max) revert BadWitness(t, bad);
+        return divHalfEven(sum, hi - lo);
+    }
+
+    /// @dev Sum of sorted positions [lo, hi) of lane t, verifying the lane's order witness:
+    ///      every index below K, named once (a per-lane stamp t + 1 in `mark`), values
+    ///      non-decreasing. `o` and `m` point at the data of `offs` and `mark`; `base` is the
+    ///      calldata offset of the lane's K indices.
     function _sortedSum(
         uint256 lo,
         uint256 hi,
         uint256 t,
-        uint256[] memory offs,
-        uint256[] memory mark,
-        uint256 wo
-    ) private pure returns (int256 sum) {
-        uint256 k = offs.length;
-        int256 last = type(int256).min;
-        uint256 base = wo + 2 * t * k;
-        for (uint256 i = 0; i < k; ++i) {
-            uint256 idx;
-            assembly ("memory-safe") {
-                idx := shr(240, calldataload(add(base, shl(1, i))))
+        uint256 k,
+        uint256 o,
+        uint256 m,
+        uint256 base
+    ) private pure returns (int256 sum, uint256 bad) {
+        bad = type(uint256).max;
+        assembly ("memory-safe") {
+            let last := 0
+            for {
+                let i := 0
+            } lt(i, k) {
+                i := add(i, 1)
+            } {
+                let idx := shr(240, calldataload(add(base, shl(1, i))))
+                if iszero(lt(idx, k)) {
+                    bad := i
+                    break
+                }
+                if eq(mload(add(m, shl(5, idx))), add(t, 1)) {
+                    bad := i
+                    break
+                }
+                mstore(add(m, shl(5, idx)), add(t, 1))
+                let x := signextend(3, shr(224, calldataload(add(mload(add(o, shl(5, idx))), shl(2, t)))))
+                if and(gt(i, 0), slt(x, last)) {
+                    bad := i
+                    break
+                }
+                last := x
+                if and(iszero(lt(i, lo)), lt(i, hi)) {
+                    sum := add(sum, x)
+                }
             }
-            // INVARIANT: the witness names every input exactly once per lane ...
-            if (idx >= k || mark[idx] == t + 1) revert BadWitness(t, i);
-            mark[idx] = t + 1;
-            int256 x = _laneOff(offs[idx], t);
-            // INVARIANT: ... in non-decreasing order of value.
-            if (x < last) revert BadWitness(t, i);
-            last = x;
-            if (i >= lo && i < hi) sum += x;
         }
     }
 }
