@@ -29,12 +29,15 @@ from protocol.errors import RuleParameterError
 from protocol.merkle import CHUNK, ChunkTree, chunk_bytes, chunk_count, chunk_values
 
 __all__ = [
+    "DESCENT_STRIDE",
     "FEDAVG",
     "FEDPROX",
     "MEDIAN",
     "RULE_IDS",
     "TRIMMED_MEAN",
     "StepRule",
+    "descent_nodes",
+    "descent_pick",
     "differing_chunks",
     "excluded_words",
     "order_witness",
@@ -188,3 +191,24 @@ def differing_chunks(honest: ArrayLike, claimed: ArrayLike) -> list[int]:
         return list(range(chunk_count(max(a.size, b.size))))
     diff = np.flatnonzero(a != b)
     return sorted({int(i) // CHUNK for i in diff})
+
+
+#: Levels one descent move covers (``FaultGames.DESCENT_STRIDE``): 16 nodes per reveal.
+DESCENT_STRIDE: Final = 4
+
+
+def descent_nodes(tree: ChunkTree, level: int, index: int) -> list[bytes]:
+    """The submitter's descent move: the ``2**m`` nodes ``m = min(4, level)`` levels below
+    node ``index`` of ``level`` in its own tree, left to right."""
+    m = min(DESCENT_STRIDE, level)
+    lo = index << m
+    return list(tree.levels[level - m][lo : lo + (1 << m)])
+
+
+def descent_pick(tree: ChunkTree, level: int, index: int, nodes: Sequence[bytes]) -> int | None:
+    """The challenger's descent move: the first revealed node that differs from the honest
+    ``tree`` (``None`` if all agree: then the claim's subtree is honest here)."""
+    for i, (mine, theirs) in enumerate(zip(descent_nodes(tree, level, index), nodes, strict=True)):
+        if mine != theirs:
+            return i
+    return None

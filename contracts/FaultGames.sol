@@ -36,7 +36,8 @@ contract FaultGames is ReentrancyGuardTransient {
         None,
         Leaf,
         Exclusion,
-        Availability
+        Availability,
+        Descent
     }
 
     /// @notice Whose move it is (or that the game is over).
@@ -78,6 +79,7 @@ contract FaultGames is ReentrancyGuardTransient {
         uint256 index;
         uint256 j;
         bytes32 leaf;
+        uint256 level;
     }
 
     /// @notice The public parameters of a claim.
@@ -115,6 +117,10 @@ contract FaultGames is ReentrancyGuardTransient {
         uint256 lane;
     }
 
+    /// @notice Levels of the tree a descent move covers: the submitter reveals up to
+    ///         2**DESCENT_STRIDE nodes per move (a 16-ary descent).
+    uint256 public constant DESCENT_STRIDE = 4;
+
     /// @notice The one-step checker.
     OneStep public immutable oneStep;
     /// @notice Chess-clock budget of each side of a game, in blocks.
@@ -130,6 +136,11 @@ contract FaultGames is ReentrancyGuardTransient {
     event ClaimPosted(uint256 indexed claimId, address indexed submitter, bytes32 newRoot, uint256 bond);
     /// @notice A game was opened against `claimId`.
     event GameOpened(uint256 indexed gameId, uint256 indexed claimId, address challenger, Kind kind, uint256 index, uint256 j);
+    /// @notice Descent: the submitter revealed `nodes`, the children `levels` levels below
+    ///         node `index` of level `level` (the bytes to pick from).
+    event NodesRevealed(uint256 indexed gameId, uint256 level, uint256 index, uint256 levels, bytes32[] nodes);
+    /// @notice Descent: the challenger picked node `index` of level `level`.
+    event NodePicked(uint256 indexed gameId, uint256 level, uint256 index, bytes32 node);
     /// @notice The submitter's leaf j was revealed.
     event LeafRevealed(uint256 indexed gameId, bytes32 leaf);
     /// @notice The one-step check recomputed chunk `j` as `chunk` (leaf `leaf`), unlike the
@@ -181,6 +192,10 @@ contract FaultGames is ReentrancyGuardTransient {
     error BadUpdateProof(uint256 index, uint256 j);
     /// @notice Lane `lane` of the opened chunk is within the value bound (or is padding).
     error NotBad(uint256 index, uint256 j, uint256 lane);
+    /// @notice Descent: `nodes` has the wrong length or does not hash to the current node.
+    error BadNodes(uint256 gameId, uint256 length, uint256 expected);
+    /// @notice Descent: a pick outside the revealed nodes.
+    error BadPick(uint256 gameId, uint256 pick);
     /// @notice The claim cannot be released yet (window open, games open) or was refuted.
     error NotReleasable(uint256 claimId);
     /// @notice Nothing to withdraw.
@@ -291,6 +306,17 @@ contract FaultGames is ReentrancyGuardTransient {
         return _open(claimId, Kind.Leaf, 0, j);
     }
 
+    /// @notice Open a leaf game without naming the chunk (the submitter's tree is not public):
+    ///         a 16-ary descent from the root - the submitter reveals 16 nodes below the
+    ///         current one, the challenger picks one that differs from its own tree - until a
+    ///         leaf is reached; then the game continues as a leaf game (prove).
+    function openDescent(uint256 claimId) external payable returns (uint256 gameId) {
+        gameId = _open(claimId, Kind.Descent, 0, 0);
+        Claim storage c = _claims[claimId];
+        _games[gameId].level = ChunkMerkle.depth(c.dim);
+        _games[gameId].leaf = c.newRoot;
+    }
+
     /// @notice Accuse the claim of excluding update `index` without reason. The submitter
     ///         must show it bad (defendExclusion) on its clock.
     function openExclusion(uint256 claimId, uint256 index) external payable returns (uint256) {
@@ -321,7 +347,8 @@ contract FaultGames is ReentrancyGuardTransient {
                 challengerClock: clockBlocks,
                 index: index,
                 j: j,
-                leaf: bytes32(0)
+                leaf: bytes32(0),
+                level: 0
             })
         );
         c.openGames += 1;
@@ -342,6 +369,73 @@ contract FaultGames is ReentrancyGuardTransient {
         g.leaf = leaf;
         g.turn = Turn.Challenger;
         emit LeafRevealed(gameId, leaf);
+    }
+
+    /// @notice Descent, submitter's move: reveal the 2**m nodes (m = min(DESCENT_STRIDE,
+    ///         level)) m levels below the current node, left to right.
+    function revealNodes(uint256 gameId, bytes32[] calldata nodes) external {
+        Game storage g = _game(gameId);
+        _move(gameId, g, Kind.Descent, Turn.Submitter, false);
+        Claim storage c = _claims[g.claimId];
+        uint256 m = g.level < DESCENT_STRIDE ? g.level : DESCENT_STRIDE;
+        // INVARIANT: the revealed nodes hash up to the node both sides agreed on.
+        if (nodes.length != 1 << m) revert BadNodes(gameId, nodes.length, 1 << m);
+        bytes32 top = _hashUp(nodes);
+        bool atRoot = g.level == ChunkMerkle.depth(c.dim) && g.index == 0 && g.j == 0;
+        if (atRoot ? ChunkMerkle.rootOf(c.dim, top) != c.newRoot : top != g.leaf) {
+            revert BadNodes(gameId, nodes.length, 1 << m);
+        }
+        g.j = 1; // the root has been opened
+        g.leaf = keccak256(abi.encode(nodes));
+        g.turn = Turn.Challenger;
+        emit NodesRevealed(gameId, g.level, g.index, m, nodes);
+    }
+
+    /// @notice Descent, challenger's move: pick revealed node `pick` (one that differs from
+    ///         the challenger's own tree). At the leaves the game becomes a leaf game at chunk
+    ///         `index` (a non-empty node in an empty leaf slot refutes the claim at once).
+    function pickNode(uint256 gameId, bytes32[] calldata nodes, uint256 pick) external {
+        Game storage g = _game(gameId);
+        _move(gameId, g, Kind.Descent, Turn.Challenger, true);
+        // INVARIANT: the challenger picks among exactly the nodes the submitter revealed.
+        if (keccak256(abi.encode(nodes)) != g.leaf) revert BadNodes(gameId, nodes.length, 0);
+        if (pick >= nodes.length) revert BadPick(gameId, pick);
+        uint256 m = g.level < DESCENT_STRIDE ? g.level : DESCENT_STRIDE;
+        g.level -= m;
+        g.index = (g.index << m) | pick;
+        g.leaf = nodes[pick];
+        emit NodePicked(gameId, g.level, g.index, nodes[pick]);
+        if (g.level != 0) {
+            g.turn = Turn.Submitter;
+            return;
+        }
+        Claim storage c = _claims[g.claimId];
+        if (g.index >= ChunkMerkle.chunkCount(c.dim)) {
+            // INVARIANT: an empty leaf slot holds bytes32(0); anything else is a fault.
+            if (g.leaf == bytes32(0)) revert BadPick(gameId, pick);
+            _challengerWins(gameId, g);
+            return;
+        }
+        g.kind = Kind.Leaf;
+        g.j = g.index;
+        g.index = 0;
+        g.turn = Turn.Challenger;
+        emit LeafRevealed(gameId, g.leaf);
+    }
+
+    function _hashUp(bytes32[] calldata nodes) private pure returns (bytes32) {
+        uint256 width = nodes.length;
+        bytes32[] memory level = new bytes32[](width);
+        for (uint256 i = 0; i < width; ++i) {
+            level[i] = nodes[i];
+        }
+        while (width > 1) {
+            width >>= 1;
+            for (uint256 i = 0; i < width; ++i) {
+                level[i] = ChunkMerkle.nodeHash(level[2 * i], level[2 * i + 1]);
+            }
+        }
+        return level[0];
     }
 
     /// @notice Leaf game, challenger's move: the one-step check. Reverts with ChunkCorrect

@@ -66,10 +66,10 @@ class Round:
         )
 
 
-def make_round(rule: StepRule, seed: int = 1, k: int = 5) -> Round:
+def make_round(rule: StepRule, seed: int = 1, k: int = 5, d: int = D) -> Round:
     rng = np.random.default_rng(seed)
-    prev = rng.integers(-(2**20), 2**20, size=D).astype(np.int64)
-    ups = [rng.integers(-VB, VB + 1, size=D).astype(np.int32) for _ in range(k)]
+    prev = rng.integers(-(2**20), 2**20, size=d).astype(np.int64)
+    ups = [rng.integers(-VB, VB + 1, size=d).astype(np.int32) for _ in range(k)]
     return Round(rule, prev, ups, [int(v) for v in rng.integers(1, 500, size=k)])
 
 
@@ -94,7 +94,7 @@ def post(s: Setup, r: Round, state: Any, window: int = WINDOW) -> int:
         r.rule.rule_id,
         r.rule.beta_num,
         r.rule.beta_den,
-        D,
+        len(r.prev),
         window,
         VB,
         ChunkTree(r.prev).root,

@@ -8,8 +8,8 @@ import pytest
 from web3.logs import DISCARD
 
 from adapters.reverts import error_class
-from aggregators.faultproof import StepRule
-from protocol.merkle import chunk_bytes, chunk_values
+from aggregators.faultproof import DESCENT_STRIDE, StepRule, descent_nodes, descent_pick
+from protocol.merkle import CHUNK, ChunkTree, chunk_bytes, chunk_values, node_hash, root_of
 from tests.fault_support import (
     BOND,
     CLAIM_BOND,
@@ -140,3 +140,62 @@ def test_wrong_bond_and_unknown_ids(s: Setup) -> None:
     params = (0, 0, 1, D, WINDOW, VB, bytes(32), bytes(32))
     with pytest.raises(error_class("BadClaim")):
         s.games.tx(s.submitter, "postClaim", params, (roots, weights[:-1], exc))
+
+
+def test_descent_reaches_the_faulty_leaf_without_a_public_tree(s: Setup) -> None:
+    """16-ary descent (the submitter's tree is not public): two reveals reach the faulty
+    leaf of a 40-chunk state, then the one-step check refutes; forged reveals and picks fail."""
+    d = 40 * CHUNK
+    r = make_round(StepRule.of("fedavg"), seed=3, d=d)
+    honest = ChunkTree(r.honest())
+    claimed = r.honest().copy()
+    claimed[33 * CHUNK + 100] -= 1
+    theirs = ChunkTree(claimed)
+    cid = post(s, r, claimed)
+    ch = s.challengers[0]
+    gid = open_game(s, ch, "openDescent", cid)
+    level, index = theirs.depth, 0
+    assert level == 6
+    wrong = descent_nodes(theirs, level, index)
+    with pytest.raises(error_class("BadNodes")):
+        s.games.tx(s.submitter, "revealNodes", gid, [wrong[1], *wrong[1:]])
+    moves = 0
+    while level > 0:
+        nodes = descent_nodes(theirs, level, index)
+        s.games.tx(s.submitter, "revealNodes", gid, nodes)
+        pick = descent_pick(honest, level, index, nodes)
+        assert pick is not None
+        with pytest.raises(error_class("BadPick")):
+            s.games.tx(ch, "pickNode", gid, nodes, len(nodes))
+        s.games.tx(ch, "pickNode", gid, nodes, pick)
+        m = min(DESCENT_STRIDE, level)
+        level, index = level - m, (index << m) | pick
+        moves += 1
+    assert (moves, index) == (2, 33)
+    g = s.games.view("game", gid)
+    assert (g[2], g[8], g[9]) == (1, 33, theirs.leaves[33])  # now a leaf game at chunk 33
+    s.games.tx(ch, "prove", gid, r.step(33))
+    assert s.games.view("refuted", cid)
+
+
+def test_descent_into_an_empty_slot_refutes(s: Setup) -> None:
+    """A claimed tree with a non-empty node in an empty leaf slot loses the descent at once."""
+    d = 3 * CHUNK  # three chunks: slot 3 is empty
+    r = make_round(StepRule.of("median"), seed=4, d=d)
+    t = ChunkTree(r.honest())
+    forged = list(t.levels[0])
+    forged[3] = b"\x07" * 32
+
+    top = node_hash(node_hash(forged[0], forged[1]), node_hash(forged[2], forged[3]))
+    params = (r.rule.rule_id, 0, 1, d, WINDOW, VB, ChunkTree(r.prev).root, root_of(d, top))
+    receipt = s.games.tx(s.submitter, "postClaim", params, r.records(), value=CLAIM_BOND)
+    cid = int(
+        s.games.contract.events.ClaimPosted().process_receipt(receipt, errors=DISCARD)[0]["args"][
+            "claimId"
+        ]
+    )
+    gid = open_game(s, s.challengers[0], "openDescent", cid)
+    s.games.tx(s.submitter, "revealNodes", gid, forged)
+    assert descent_pick(t, 2, 0, forged) == 3
+    s.games.tx(s.challengers[0], "pickNode", gid, forged, 3)
+    assert s.games.view("refuted", cid)
