@@ -35,7 +35,13 @@ from adapters.contract import TaskConfig, TaskContract
 from adapters.faultproof import FaultGamesContract, OneStepContract
 from adapters.records import sign_update
 from adapters.services import AnvilService
-from aggregators.faultproof import StepRule, excluded_words, step_args
+from aggregators.faultproof import (
+    DESCENT_STRIDE,
+    StepRule,
+    descent_nodes,
+    excluded_words,
+    step_args,
+)
 from protocol.merkle import CHUNK, ChunkTree, chunk_bytes, chunk_values, tree_depth
 
 TX_CAP = 2**24  # EIP-7825 per-transaction gas cap (16,777,216)
@@ -171,6 +177,20 @@ def move_rows(chain: Chain, games: FaultGamesContract) -> dict[str, int]:
     out["refuteInclusion (K = 10)"] = gas(
         games.tx(other, "refuteInclusion", cid2, records2, 3, opening3)
     )
+    # descent at d = 10^6 (depth 12: three reveals of 16 nodes) on a fresh claim
+    cid3 = _event(
+        games, games.tx(sub, "postClaim", params, records, value=BOND), "ClaimPosted", "claimId"
+    )
+    r = games.tx(ch, "openDescent", cid3, value=BOND)
+    out["openDescent"] = gas(r)
+    dg = _event(games, r, "GameOpened", "gameId")
+    level, index, n = state.depth, 0, 0
+    while level > 0:
+        nodes = descent_nodes(state, level, index)
+        out[f"revealNodes (16 nodes, round {n + 1})"] = gas(games.tx(sub, "revealNodes", dg, nodes))
+        out[f"pickNode (round {n + 1})"] = gas(games.tx(ch, "pickNode", dg, nodes, 5))
+        m = min(DESCENT_STRIDE, level)
+        level, index, n = level - m, (index << m) | 5, n + 1
     # postClaim at K = 100
     k2 = 100
     roots = [hashlib.sha256(bytes([i % 256, i // 256])).digest() for i in range(k2)]
