@@ -4,6 +4,7 @@ pragma solidity ^0.8.24;
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {ChunkMerkle} from "./lib/ChunkMerkle.sol";
 import {OneStep} from "./OneStep.sol";
+import {OneStepMath} from "./lib/OneStepMath.sol";
 
 /// @title FaultGames
 /// @notice fedchain's fault-proof games beside PBFT: ONE honest party defeats a faulty
@@ -164,6 +165,9 @@ contract FaultGames is ReentrancyGuardTransient {
     error UnknownId(uint256 id);
     /// @notice The claim's parameters are malformed.
     error BadClaim(uint256 roots, uint256 weights);
+    /// @notice A claim the one-step check could not replay (`why`: 0 rule, 1 beta,
+    ///         2 too many records, 3 a weight above 2**64 - 1).
+    error UnprovableClaim(uint256 why);
     /// @notice The bond sent is not the one required.
     error WrongBond(uint256 sent, uint256 required);
     /// @notice The claim's challenge window closed at `windowEnd`.
@@ -222,6 +226,7 @@ contract FaultGames is ReentrancyGuardTransient {
         if (r.weights.length != n || r.excluded.length != (n + 255) / 256) {
             revert BadClaim(n, r.weights.length);
         }
+        _checkProvable(p, r);
         claimId = _claims.length;
         Claim storage c = _claims.push();
         c.submitter = msg.sender;
@@ -238,6 +243,20 @@ contract FaultGames is ReentrancyGuardTransient {
         c.excludedHash = keccak256(abi.encode(r.excluded));
         c.inputsHash = _inputsHash(r);
         emit ClaimPosted(claimId, msg.sender, p.newRoot, msg.value);
+    }
+
+    /// @dev A claim every step would reject (unknown rule, beta outside [0, 1/2), a weight
+    ///      above 2**64 - 1, more than 65,535 records) could never be refuted: refuse it.
+    function _checkProvable(ClaimParams calldata p, Records calldata r) private pure {
+        // INVARIANT: every claim is one the one-step check can replay.
+        if (p.rule > OneStepMath.TRIMMED_MEAN) revert UnprovableClaim(0);
+        if (p.rule == OneStepMath.TRIMMED_MEAN && (p.betaDen == 0 || 2 * uint256(p.betaNum) >= p.betaDen)) {
+            revert UnprovableClaim(1);
+        }
+        if (r.roots.length > OneStepMath.MAX_INPUTS) revert UnprovableClaim(2);
+        for (uint256 i = 0; i < r.weights.length; ++i) {
+            if (r.weights[i] > OneStepMath.MAX_WEIGHT) revert UnprovableClaim(3);
+        }
     }
 
     /// @notice keccak256(abi.encode(includedRoots, includedWeights)): the step's inputs.

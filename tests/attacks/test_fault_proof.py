@@ -170,3 +170,22 @@ def test_included_bad_update_refutes_at_once(s: Setup) -> None:
     s.games.tx(who, "refuteInclusion", cid, r.records(), 2, opening(r.ups[2], 3, 9))
     assert s.games.view("refuted", cid)
     assert s.games.view("credits", who.address) == CLAIM_BOND
+
+
+def test_unprovable_claims_are_refused(s: Setup) -> None:
+    """Unprovable claim (unknown rule, bad beta, weight >= 2**64) that no step could refute."""
+    r = make_round(StepRule.of("fedavg"))
+    roots, weights, exc = r.records()
+    root = ChunkTree(r.prev).root
+    bad_params = [
+        ((4, 0, 1, len(r.prev), WINDOW, 2**16, root, root), weights, 0),
+        ((3, 1, 2, len(r.prev), WINDOW, 2**16, root, root), weights, 1),  # beta = 1/2
+        ((3, 1, 0, len(r.prev), WINDOW, 2**16, root, root), weights, 1),  # beta = 1/0
+        ((0, 0, 1, len(r.prev), WINDOW, 2**16, root, root), [2**64, *weights[1:]], 3),
+    ]
+    for params, w, why in bad_params:
+        with pytest.raises(error_class("UnprovableClaim")) as exc_info:
+            s.games.tx(s.submitter, "postClaim", params, (roots, w, exc), value=CLAIM_BOND)
+        assert exc_info.value.error_args["why"] == why
+    ok = (0, 0, 1, len(r.prev), WINDOW, 2**16, root, root)
+    s.games.tx(s.submitter, "postClaim", ok, (roots, [2**64 - 1, *weights[1:]], exc))
