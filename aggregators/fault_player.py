@@ -53,6 +53,9 @@ DESCENT: Final = 4
 SUBMITTER: Final = 0
 CHALLENGER: Final = 1
 OVER: Final = 2
+# fields of FaultGames.claim(...)
+_REFUTED: Final = 8
+_NEW_ROOT: Final = 13
 _NODES_TOPIC: Final = keccak(text="NodesRevealed(uint256,uint256,uint256,uint256,bytes32[])")
 
 
@@ -161,7 +164,7 @@ class FaultPlayer:
         With the claimed state (public), a leaf game on the first differing chunk; without,
         a descent. Returns the game id, or None when the claim is honest."""
         c = self.games.view("claim", claim_id)
-        if bytes(c[12]) == self.view.honest_tree.root:
+        if bytes(c[_NEW_ROOT]) == self.view.honest_tree.root:
             return None
         bond = int(self.games.view("challengeBond"))
         self.watched.add(claim_id)
@@ -200,7 +203,7 @@ class FaultPlayer:
         c = self.games.view("claim", cid)
         budget = int(g[5]) if turn == SUBMITTER else int(g[6])
         expired = block - int(g[4]) > budget
-        if bool(c[7]) or (expired and (turn == SUBMITTER) == mine_challenger):
+        if bool(c[_REFUTED]) or (expired and (turn == SUBMITTER) == mine_challenger):
             self._tx("timeout", gid)  # refund on a refuted claim, or the other side is out
             self.moves.append("timeout")
             return 1
@@ -222,11 +225,13 @@ class FaultPlayer:
             self._tx("revealNodes", gid, descent_nodes(tree, level, index))
             self.moves.append("revealNodes")
         elif kind == EXCLUSION:
-            bad = np.flatnonzero(np.abs(v.updates[index].astype(np.int64)) > v.value_bound)
-            if bad.size == 0:
-                return 0  # cannot defend an unjustified exclusion: the clock decides
-            coord = int(bad[0])
-            opening = v.opening(index, coord // CHUNK, coord % CHUNK)
+            opening = v.opening(index, 0, 0)  # an included update: the records answer
+            if index in v.excluded:
+                bad = np.flatnonzero(np.abs(v.updates[index].astype(np.int64)) > v.value_bound)
+                if bad.size == 0:
+                    return 0  # cannot defend an unjustified exclusion: the clock decides
+                coord = int(bad[0])
+                opening = v.opening(index, coord // CHUNK, coord % CHUNK)
             self._tx("defendExclusion", gid, v.records(), opening)
             self.moves.append("defendExclusion")
         elif kind == AVAILABILITY:

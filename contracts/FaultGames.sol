@@ -57,6 +57,7 @@ contract FaultGames is ReentrancyGuardTransient {
         uint64 betaDen;
         uint64 windowEnd;
         uint32 openGames;
+        uint32 numRecords;
         bool refuted;
         bool released;
         uint256 bond;
@@ -170,6 +171,8 @@ contract FaultGames is ReentrancyGuardTransient {
     error UnprovableClaim(uint256 why);
     /// @notice The bond sent is not the one required.
     error WrongBond(uint256 sent, uint256 required);
+    /// @notice A challenge naming a chunk or an update that does not exist.
+    error BadChallenge(Kind kind, uint256 index, uint256 j);
     /// @notice The claim's challenge window closed at `windowEnd`.
     error WindowClosed(uint256 claimId, uint256 windowEnd);
     /// @notice The claim is already refuted (or released).
@@ -235,6 +238,7 @@ contract FaultGames is ReentrancyGuardTransient {
         c.betaNum = p.betaNum;
         c.betaDen = p.betaDen;
         c.windowEnd = uint64(block.number) + p.window;
+        c.numRecords = uint32(n);
         c.bond = msg.value;
         c.valueBound = p.valueBound;
         c.prevRoot = p.prevRoot;
@@ -354,6 +358,14 @@ contract FaultGames is ReentrancyGuardTransient {
         if (c.refuted || c.released) revert ClaimClosed(claimId);
         if (block.number > c.windowEnd) revert WindowClosed(claimId, c.windowEnd);
         if (msg.value != challengeBond) revert WrongBond(msg.value, challengeBond);
+        // INVARIANT: a challenge the submitter could not answer is refused: the named chunk
+        // exists, the named update exists (an honest submitter never loses on its clock).
+        if (kind != Kind.Descent && kind != Kind.Exclusion && j >= ChunkMerkle.chunkCount(c.dim)) {
+            revert BadChallenge(kind, index, j);
+        }
+        if ((kind == Kind.Exclusion || kind == Kind.Availability) && index >= c.numRecords) {
+            revert BadChallenge(kind, index, j);
+        }
         gameId = _games.length;
         _games.push(
             Game({
@@ -483,11 +495,9 @@ contract FaultGames is ReentrancyGuardTransient {
         _move(gameId, g, Kind.Exclusion, Turn.Submitter, true);
         Claim storage c = _claims[g.claimId];
         _checkRecords(c, g.claimId, r);
-        // INVARIANT: only an update the claim excluded is defended here.
-        if (g.index >= r.roots.length || !_isExcluded(r.excluded, g.index)) {
-            revert WrongMembership(g.index, false);
-        }
-        _requireBad(c, r.roots[g.index], g.index, o);
+        // INVARIANT: an excluded update is defended by showing it bad; a challenge on an
+        // update the claim included is answered by the records alone.
+        if (_isExcluded(r.excluded, g.index)) _requireBad(c, r.roots[g.index], g.index, o);
         g.turn = Turn.Over;
         c.openGames -= 1;
         _credits[c.submitter] += challengeBond;
@@ -518,11 +528,13 @@ contract FaultGames is ReentrancyGuardTransient {
         _move(gameId, g, Kind.Availability, Turn.Submitter, true);
         Claim storage c = _claims[g.claimId];
         _checkRecords(c, g.claimId, r);
-        // INVARIANT: the posted bytes are chunk j of an included update's committed U_i.
-        if (g.index >= r.roots.length || _isExcluded(r.excluded, g.index)) revert WrongMembership(g.index, true);
-        if (o.j != g.j || !ChunkMerkle.verify(r.roots[g.index], c.dim, g.j, ChunkMerkle.leafHash(o.chunk), o.proof)) {
-            revert BadUpdateProof(g.index, g.j);
-        }
+        // INVARIANT: the posted bytes are chunk j of an included update's committed U_i; an
+        // excluded update need not be available (the records alone answer the challenge).
+        bool included = !_isExcluded(r.excluded, g.index);
+        if (
+            included
+                && (o.j != g.j || !ChunkMerkle.verify(r.roots[g.index], c.dim, g.j, ChunkMerkle.leafHash(o.chunk), o.proof))
+        ) revert BadUpdateProof(g.index, g.j);
         g.turn = Turn.Over;
         c.openGames -= 1;
         _credits[c.submitter] += challengeBond;

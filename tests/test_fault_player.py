@@ -85,7 +85,9 @@ def test_submitter_answers_exclusion_and_availability(s: Setup) -> None:
     cid = sub.post_claim(view.honest_state, window=8, bond=CLAIM_BOND)
     open_game(s, s.challengers[0], "openExclusion", cid, 2)
     open_game(s, s.challengers[1], "openAvailability", cid, 4, 3)
-    assert sub.play() == 2
-    assert sorted(sub.moves) == ["defendExclusion", "postChunk"]
+    open_game(s, s.challengers[2], "openExclusion", cid, 0)  # an included update
+    open_game(s, s.challengers[3], "openAvailability", cid, 2, 1)  # an excluded update
+    assert sub.play() == 4
+    assert sorted(sub.moves) == ["defendExclusion"] * 2 + ["postChunk"] * 2
     assert not s.games.view("refuted", cid)
-    assert int(s.games.view("credits", s.submitter.address)) == 2 * BOND
+    assert int(s.games.view("credits", s.submitter.address)) == 4 * BOND

@@ -189,3 +189,27 @@ def test_unprovable_claims_are_refused(s: Setup) -> None:
         assert exc_info.value.error_args["why"] == why
     ok = (0, 0, 1, len(r.prev), WINDOW, 2**16, root, root)
     s.games.tx(s.submitter, "postClaim", ok, (roots, [2**64 - 1, *weights[1:]], exc))
+
+
+def test_unanswerable_challenges_cannot_refute_an_honest_claim(s: Setup) -> None:
+    """Unanswerable challenge: a chunk past the end, an update index out of range or excluded,
+    an exclusion game on an included update - the honest submitter must not lose on its clock."""
+    r = make_round(StepRule.of("fedavg"))
+    bad_update(r, 3)
+    r.excluded = [3]
+    cid = post(s, r, r.honest())
+    n_chunks = 4
+    with pytest.raises(error_class("BadChallenge")):
+        open_game(s, s.challengers[0], "openLeaf", cid, n_chunks)
+    with pytest.raises(error_class("BadChallenge")):
+        open_game(s, s.challengers[0], "openAvailability", cid, 0, n_chunks)
+    with pytest.raises(error_class("BadChallenge")):
+        open_game(s, s.challengers[0], "openAvailability", cid, 5, 0)
+    with pytest.raises(error_class("BadChallenge")):
+        open_game(s, s.challengers[0], "openExclusion", cid, 5)
+    g_exc = open_game(s, s.challengers[1], "openAvailability", cid, 3, 1)  # an excluded update
+    g_inc = open_game(s, s.challengers[2], "openExclusion", cid, 1)  # an included update
+    s.games.tx(s.submitter, "postChunk", g_exc, r.records(), opening(r.ups[3], 1, 0))
+    s.games.tx(s.submitter, "defendExclusion", g_inc, r.records(), opening(r.ups[1], 0, 0))
+    assert not s.games.view("refuted", cid)
+    assert s.games.view("credits", s.submitter.address) == 2 * BOND
