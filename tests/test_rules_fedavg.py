@@ -177,3 +177,14 @@ def test_fedavg_identical_bytes_across_processes() -> None:
         exec(_SUBPROC, ns)
     assert buf.getvalue().strip() == digests[0]
     assert hashlib.sha256(b"").digest()  # hashlib sanity
+
+
+def test_huge_weights_and_entries_beyond_value_bound_are_exact() -> None:
+    """Total execution: weights large enough for the limb path (sum >= 2**22) with entries
+    beyond value_bound give the exact rounded mean instead of raising."""
+    rng = np.random.default_rng(22)
+    k, d, vb = 5, 700, 2**10
+    u = rng.integers(-(2**31), 2**31, size=(k, d), dtype=np.int64).astype(np.int32)
+    n = rng.integers(2**30, 2**40, size=k)
+    out = make_rule("fedavg").aggregate(_inp(u, n, vb=vb))
+    assert out.params.tolist() == _exact_ref(u, n)
