@@ -35,6 +35,8 @@ WRAPPER = REPO_ROOT / "scripts" / "solc_wrapper.js"
 MAIN_CONTRACTS: dict[str, str] = {
     "FedChainTask.sol": "FedChainTask",
     "PrivacyRecords.sol": "PrivacyRecords",
+    "OneStep.sol": "OneStep",
+    "FaultGames.sol": "FaultGames",
 }
 
 #: Compiler settings; part of the artifact so a settings change shows up as drift.

@@ -17,7 +17,7 @@ from aggregators.base import AggregationInput, AggregationOutput, AggregationRul
 from aggregators.intmath import (
     div_round_half_even,
     div_round_half_even_f64,
-    to_int32_range,
+    saturate_int32,
     weighted_sum_chunks,
 )
 from aggregators.registry import register_rule
@@ -32,7 +32,8 @@ def weighted_mean_delta(
 
     The weighted mean of values in ``[-vb, vb]`` lies in ``[-vb, vb]`` and rounding cannot
     leave that integer interval, so the delta always fits int32. With ``add_to``, returns
-    ``add_to + delta`` checked against the int32 range, fused into the same chunk loop.
+    ``add_to + delta`` saturated to the int32 range (total execution: the one-step fault
+    proof's ``OneStepMath.sat32``), fused into the same chunk loop.
     """
     n = [int(x) for x in inp.num_samples]
     total = sum(n)
@@ -43,7 +44,7 @@ def weighted_mean_delta(
             q = div_round_half_even_f64(num, total).astype(np.int64)
         else:
             q = np.asarray(div_round_half_even(num, total), dtype=np.int64)
-        out[s:e] = q if add_to is None else to_int32_range(add_to[s:e] + q)
+        out[s:e] = q if add_to is None else saturate_int32(add_to[s:e] + q)
 
     weighted_sum_chunks(inp.updates, n, inp.value_bound, finish)
     return out

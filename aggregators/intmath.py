@@ -30,6 +30,7 @@ __all__ = [
     "gram_exact",
     "pairwise_sq_dists",
     "rint_to_int64",
+    "saturate_int32",
     "to_int32_range",
     "weighted_sum_chunks",
 ]
@@ -138,6 +139,37 @@ def to_int32_range(params: NDArray[Any], what: str = "new global params") -> NDA
                 f"{what} do not fit int32 (range [{lo}, {hi}]): lower frac_bits or the clip bound"
             )
     return np.asarray(params, dtype=np.int64)
+
+
+def saturate_int32(params: NDArray[Any]) -> NDArray[np.int64]:
+    """Clamp ``params`` to ``[INT32_MIN, INT32_MAX]`` and return them as int64.
+
+    Total execution (docs/fault-proof.md): the coordinate-wise rules a one-step fault proof
+    replays give every input a defined output, so a new global value outside int32 saturates
+    instead of raising - the same rule as ``OneStepMath.sat32`` on-chain. For inputs whose
+    result fits int32 (every input that did not raise before) this is the identity.
+    """
+    if params.dtype == object:
+        params = np.asarray([min(max(int(v), INT32_MIN), INT32_MAX) for v in params], np.int64)
+    return np.asarray(np.clip(params, INT32_MIN, INT32_MAX), dtype=np.int64)
+
+
+def _within_bound(block: NDArray[Any], value_bound: int) -> bool:
+    return not block.size or (block.max() <= value_bound and block.min() >= -value_bound)
+
+
+def _exact_column_sum(
+    updates: NDArray[np.int32], rows: Sequence[int], weights: Sequence[int], s: int, e: int
+) -> NDArray[Any]:
+    """``sum_k w_k q_k`` over columns ``[s, e)`` in Python ints (any int32 entries, any weights).
+
+    The slow but total path of :func:`weighted_sum_chunks` for a column chunk holding an entry
+    beyond ``value_bound`` when the fast path needs that bound for exactness.
+    """
+    acc = np.zeros(e - s, dtype=object)
+    for i in rows:
+        acc = acc + updates[i, s:e].astype(object) * int(weights[i])
+    return acc
 
 
 def _limb_bits(k: int, value_bound: int) -> int:
@@ -290,6 +322,7 @@ def weighted_sum_chunks(
             e = min(d, s + _WS_COLS)
             consume(s, e, np.zeros(e - s, dtype=out_dtype))
         return plan
+    wlist = [int(x) for x in weights]
     nl = plan.wf.shape[0]
     rows_per_block = min(_WS_ROWS, nrows)
     cols = min(d, _WS_COLS)
@@ -302,11 +335,22 @@ def weighted_sum_chunks(
             e = min(d, s + cols)
             w = e - s
             a = acc[:, :w]
+            if plan.check and not all(
+                _within_bound(
+                    updates[r0 : min(nrows, r0 + _WS_ROWS), s:e]
+                    if plan.dense
+                    else updates[row_idx[r0 : min(nrows, r0 + _WS_ROWS)], s:e],
+                    vb,
+                )
+                for r0 in range(0, nrows, _WS_ROWS)
+            ):
+                # an entry beyond value_bound: the limb path would not be exact - total
+                # execution computes this column chunk in Python ints instead
+                consume(s, e, _exact_column_sum(updates, plan.rows, wlist, s, e))
+                continue
             for r0 in range(0, nrows, _WS_ROWS):
                 r1 = min(nrows, r0 + _WS_ROWS)
                 src = updates[r0:r1, s:e] if plan.dense else updates[row_idx[r0:r1], s:e]
-                if plan.check:
-                    check_chunk_bound(src, vb)
                 b = buf[: r1 - r0, :w]
                 np.copyto(b, src, casting="unsafe")  # int32 -> float64: exact
                 if r0 == 0:

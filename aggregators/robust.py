@@ -32,7 +32,7 @@ from aggregators.intmath import (
     div_round_half_even,
     exact_weighted_sum,
     pairwise_sq_dists,
-    to_int32_range,
+    saturate_int32,
 )
 from aggregators.registry import register_rule
 from protocol.errors import RuleParameterError
@@ -43,6 +43,7 @@ __all__ = [
     "Median",
     "MultiKrum",
     "TrimmedMean",
+    "beta_fraction",
     "bulyan_select",
     "krum_scores",
     "trim_count",
@@ -86,7 +87,8 @@ class _NoParams(AggregationRule):
     def _finish(
         self, inp: AggregationInput, delta: NDArray[np.int64], **kw: Any
     ) -> AggregationOutput:
-        params = to_int32_range(inp.global_params + delta)
+        # total execution: saturate to int32 (docs/fault-proof.md), never raise
+        params = saturate_int32(inp.global_params + delta)
         return AggregationOutput(params=params, state={}, **kw)
 
 
@@ -112,10 +114,18 @@ def _beta_check(v: Any) -> str | None:
     return None if 0.0 <= v < 0.5 else "must be in [0, 0.5)"
 
 
+def beta_fraction(beta: float) -> Fraction:
+    """The trimmed-mean ``beta`` as the exact rational of its decimal ``repr`` (``0.1`` is
+    ``1/10``, not the binary float): the ``betaNum / betaDen`` a one-step proof uses."""
+    return Fraction(repr(float(beta)))
+
+
 def trim_count(beta: float, k: int) -> int:
     """Values trimmed per side: ``floor(beta * K)`` computed exactly on the decimal ``repr`` of
-    ``beta`` (the same string the on-chain parameter hash commits to), so ``0.3 * 10`` is 3."""
-    return int(Fraction(repr(float(beta))) * k)
+    ``beta`` (the same string the on-chain parameter hash commits to), so ``0.3 * 10`` is 3.
+    Integer maths on the rational :func:`beta_fraction` (no float product)."""
+    f = beta_fraction(beta)
+    return (f.numerator * k) // f.denominator
 
 
 @register_rule

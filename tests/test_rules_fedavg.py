@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aggregators.base import AggregationInput, AggregationRangeError
+from aggregators.base import AggregationInput
 from aggregators.intmath import div_round_half_even, exact_weighted_sum
 from aggregators.registry import make_rule
 
@@ -99,11 +99,14 @@ def test_weighted_sum_paths_exact(nbits: int) -> None:
     assert out.params.tolist() == _exact_ref(u, n)
 
 
-def test_result_must_fit_int32() -> None:
+def test_result_saturates_to_int32() -> None:
+    """Total execution: a new global value beyond int32 saturates (it used to raise)."""
     u = np.full((2, 4), 2**30, np.int32)
+    u[:, 1] = -(2**30)
     g = np.full(4, 2**31 - 10, np.int64)
-    with pytest.raises(AggregationRangeError, match="int32"):
-        make_rule("fedavg").aggregate(_inp(u, np.array([1, 1]), g, vb=2**30))
+    g[1] = -(2**31) + 5
+    out = make_rule("fedavg").aggregate(_inp(u, np.array([1, 1]), g, vb=2**30))
+    assert out.params.tolist() == [2**31 - 1, -(2**31), 2**31 - 1, 2**31 - 1]
 
 
 def test_fedprox_aggregates_like_fedavg() -> None:
@@ -174,3 +177,14 @@ def test_fedavg_identical_bytes_across_processes() -> None:
         exec(_SUBPROC, ns)
     assert buf.getvalue().strip() == digests[0]
     assert hashlib.sha256(b"").digest()  # hashlib sanity
+
+
+def test_huge_weights_and_entries_beyond_value_bound_are_exact() -> None:
+    """Total execution: weights large enough for the limb path (sum >= 2**22) with entries
+    beyond value_bound give the exact rounded mean instead of raising."""
+    rng = np.random.default_rng(22)
+    k, d, vb = 5, 700, 2**10
+    u = rng.integers(-(2**31), 2**31, size=(k, d), dtype=np.int64).astype(np.int32)
+    n = rng.integers(2**30, 2**40, size=k)
+    out = make_rule("fedavg").aggregate(_inp(u, n, vb=vb))
+    assert out.params.tolist() == _exact_ref(u, n)

@@ -1,0 +1,277 @@
+"""An aggregator that plays the fault-proof games unattended (``contracts/FaultGames.sol``).
+
+:class:`FaultPlayer` holds what an honest node knows about a round (:class:`RoundView`: the
+previous state, the included updates, their weights and the excluded set) and, on each
+:meth:`FaultPlayer.play` pass, makes every move that is due for its account:
+
+* as a challenger: :meth:`watch` a claim - if its new root is not the honest state's root,
+  open a leaf game on the first differing chunk (when the claimed state is public) or a
+  16-ary descent (when it is not); then pick differing nodes, run the one-step check
+  (``prove``) once a leaf is agreed, and claim a timeout when the submitter's clock is spent;
+* as a submitter (:meth:`post_claim`): reveal leaves and descent nodes of its own tree, show an
+  excluded update bad, post requested chunks, claim timeouts of silent challengers;
+* refunds and winnings are pulled with :meth:`withdraw`.
+
+The moves themselves are the pure functions of :mod:`aggregators.faultproof`; this module is
+the loop around them (no threads: call :meth:`play` from the node's poll loop).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Final
+
+import numpy as np
+from eth_abi.abi import decode as abi_decode
+from eth_account.signers.local import LocalAccount
+from eth_utils.crypto import keccak
+from numpy.typing import NDArray
+from web3.logs import DISCARD
+
+from adapters.faultproof import FaultGamesContract
+from adapters.reverts import error_class
+from aggregators.base import AggregationInput
+from aggregators.faultproof import (
+    StepRule,
+    descent_nodes,
+    descent_pick,
+    differing_chunks,
+    excluded_words,
+    step_args,
+)
+from aggregators.registry import make_rule
+from protocol.merkle import CHUNK, ChunkTree, chunk_bytes, chunk_values
+
+__all__ = ["FaultPlayer", "RoundView"]
+
+# Kind / Turn of FaultGames.Game
+LEAF: Final = 1
+EXCLUSION: Final = 2
+AVAILABILITY: Final = 3
+DESCENT: Final = 4
+SUBMITTER: Final = 0
+CHALLENGER: Final = 1
+OVER: Final = 2
+# fields of FaultGames.claim(...)
+_REFUTED: Final = 8
+_NEW_ROOT: Final = 13
+_NODES_TOPIC: Final = keccak(text="NodesRevealed(uint256,uint256,uint256,uint256,bytes32[])")
+
+
+@dataclass
+class RoundView:
+    """One round as an honest node sees it: every registered update in registration order."""
+
+    rule: StepRule
+    prev: NDArray[np.int64]
+    updates: list[NDArray[np.int32]]
+    weights: list[int]
+    excluded: list[int] = field(default_factory=list)
+    value_bound: int = 2**30
+
+    @property
+    def included(self) -> list[int]:
+        return [i for i in range(len(self.updates)) if i not in self.excluded]
+
+    @cached_property
+    def honest_state(self) -> NDArray[np.int64]:
+        inc = self.included
+        out = make_rule(self.rule.name, self.rule.params).aggregate(
+            AggregationInput(
+                self.prev,
+                np.stack([self.updates[i] for i in inc]),
+                np.array([self.weights[i] for i in inc], np.int64),
+                value_bound=2**30,
+            )
+        )
+        return out.params
+
+    @cached_property
+    def trees(self) -> list[ChunkTree]:
+        return [ChunkTree(u) for u in self.updates]
+
+    @cached_property
+    def prev_tree(self) -> ChunkTree:
+        return ChunkTree(self.prev)
+
+    @cached_property
+    def honest_tree(self) -> ChunkTree:
+        return ChunkTree(self.honest_state)
+
+    def records(self) -> tuple[list[bytes], list[int], list[int]]:
+        """The claim's records: every U_i, the weights, the excluded bitmap."""
+        return (
+            [t.root for t in self.trees],
+            list(self.weights),
+            excluded_words(self.excluded, len(self.updates)),
+        )
+
+    def step(self, j: int) -> tuple[Any, ...]:
+        inc = self.included
+        return step_args(
+            self.rule,
+            j,
+            self.prev,
+            [self.updates[i] for i in inc],
+            [self.weights[i] for i in inc],
+            prev_tree=self.prev_tree,
+            trees=[self.trees[i] for i in inc],
+        )
+
+    def opening(self, i: int, j: int, lane: int = 0) -> tuple[int, bytes, list[bytes], int]:
+        return (j, chunk_bytes(chunk_values(self.updates[i], j)), self.trees[i].proof(j), lane)
+
+
+class FaultPlayer:
+    """Plays one account's side of every game on the claims it posted or watches."""
+
+    def __init__(self, games: FaultGamesContract, account: LocalAccount, view: RoundView) -> None:
+        self.games = games
+        self.account = account
+        self.view = view
+        self.claimed: dict[int, ChunkTree] = {}  # claims this player posted -> its tree
+        self.watched: set[int] = set()  # claims this player challenges
+        self.moves: list[str] = []
+        self._next_game = 0
+
+    # -- submitter -------------------------------------------------------------------------
+
+    def post_claim(self, state: NDArray[np.int64], window: int, bond: int) -> int:
+        """Post a claim that the round's new state is ``state``; returns its id."""
+        v = self.view
+        tree = ChunkTree(state)
+        params = (
+            v.rule.rule_id,
+            v.rule.beta_num,
+            v.rule.beta_den,
+            int(v.prev.size),
+            window,
+            v.value_bound,
+            v.prev_tree.root,
+            tree.root,
+        )
+        receipt = self._tx("postClaim", params, v.records(), value=bond)
+        ev = self.games.contract.events.ClaimPosted().process_receipt(receipt, errors=DISCARD)
+        cid = int(ev[0]["args"]["claimId"])
+        self.claimed[cid] = tree
+        return cid
+
+    # -- challenger ------------------------------------------------------------------------
+
+    def watch(self, claim_id: int, claimed: NDArray[np.int64] | None = None) -> int | None:
+        """Check a claim against the honest state; if it differs, open a game and follow it.
+        With the claimed state (public), a leaf game on the first differing chunk; without,
+        a descent. Returns the game id, or None when the claim is honest."""
+        c = self.games.view("claim", claim_id)
+        if bytes(c[_NEW_ROOT]) == self.view.honest_tree.root:
+            return None
+        bond = int(self.games.view("challengeBond"))
+        self.watched.add(claim_id)
+        if claimed is not None:
+            j = differing_chunks(self.view.honest_state, claimed)[0]
+            receipt = self._tx("openLeaf", claim_id, j, value=bond)
+        else:
+            receipt = self._tx("openDescent", claim_id, value=bond)
+        ev = self.games.contract.events.GameOpened().process_receipt(receipt, errors=DISCARD)
+        return int(ev[0]["args"]["gameId"])
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def play(self) -> int:
+        """Make every move due now on this player's claims and games; returns how many."""
+        made = 0
+        gid = 0
+        block = self.games.chain.block_number() + 1  # the block a transaction lands in
+        while True:
+            try:
+                g = self.games.view("game", gid)
+            except error_class("UnknownId"):
+                break
+            gid += 1
+            if int(g[3]) == OVER:
+                continue
+            made += self._play_game(gid - 1, g, block)
+        return made
+
+    def _play_game(self, gid: int, g: Any, block: int) -> int:
+        cid, challenger, kind, turn = int(g[0]), str(g[1]), int(g[2]), int(g[3])
+        mine_submitter = cid in self.claimed
+        mine_challenger = challenger == self.account.address
+        if not (mine_submitter or mine_challenger):
+            return 0
+        c = self.games.view("claim", cid)
+        budget = int(g[5]) if turn == SUBMITTER else int(g[6])
+        expired = block - int(g[4]) > budget
+        if bool(c[_REFUTED]) or (expired and (turn == SUBMITTER) == mine_challenger):
+            self._tx("timeout", gid)  # refund on a refuted claim, or the other side is out
+            self.moves.append("timeout")
+            return 1
+        if expired:
+            return 0
+        if turn == SUBMITTER and mine_submitter:
+            return self._submitter_move(gid, g, kind, self.claimed[cid])
+        if turn == CHALLENGER and mine_challenger:
+            return self._challenger_move(gid, g, kind)
+        return 0
+
+    def _submitter_move(self, gid: int, g: Any, kind: int, tree: ChunkTree) -> int:
+        index, j, level = int(g[7]), int(g[8]), int(g[10])
+        v = self.view
+        if kind == LEAF:
+            self._tx("revealLeaf", gid, tree.leaves[j], tree.proof(j))
+            self.moves.append("revealLeaf")
+        elif kind == DESCENT:
+            self._tx("revealNodes", gid, descent_nodes(tree, level, index))
+            self.moves.append("revealNodes")
+        elif kind == EXCLUSION:
+            opening = v.opening(index, 0, 0)  # an included update: the records answer
+            if index in v.excluded:
+                bad = np.flatnonzero(np.abs(v.updates[index].astype(np.int64)) > v.value_bound)
+                if bad.size == 0:
+                    return 0  # cannot defend an unjustified exclusion: the clock decides
+                coord = int(bad[0])
+                opening = v.opening(index, coord // CHUNK, coord % CHUNK)
+            self._tx("defendExclusion", gid, v.records(), opening)
+            self.moves.append("defendExclusion")
+        elif kind == AVAILABILITY:
+            self._tx("postChunk", gid, v.records(), v.opening(index, j))
+            self.moves.append("postChunk")
+        else:
+            return 0
+        return 1
+
+    def _challenger_move(self, gid: int, g: Any, kind: int) -> int:
+        if kind == LEAF:
+            j = int(g[8])
+            if bytes(g[9]) == self.view.honest_tree.leaves[j]:
+                return 0  # the chunk is correct after all: let the clock settle it
+            self._tx("prove", gid, self.view.step(j))
+            self.moves.append("prove")
+            return 1
+        if kind == DESCENT:
+            level, index = int(g[10]), int(g[7])
+            nodes = self._revealed_nodes(gid)
+            pick = descent_pick(self.view.honest_tree, level, index, nodes)
+            self._tx("pickNode", gid, nodes, 0 if pick is None else pick)
+            self.moves.append("pickNode")
+            return 1
+        return 0
+
+    def _revealed_nodes(self, gid: int) -> list[bytes]:
+        chain = self.games.chain
+        logs = chain.logs(
+            self.games.address, [_NODES_TOPIC, gid.to_bytes(32, "big")], 0, chain.block_number()
+        )
+        _, _, _, nodes = abi_decode(["uint256", "uint256", "uint256", "bytes32[]"], logs[-1].data)
+        return [bytes(n) for n in nodes]
+
+    def withdraw(self) -> int:
+        """Pull this player's credits; returns the amount (0 if none)."""
+        amount = int(self.games.view("credits", self.account.address))
+        if amount:
+            self._tx("withdraw")
+        return amount
+
+    def _tx(self, name: str, *args: Any, value: int = 0) -> Any:
+        return self.games.tx(self.account, name, *args, value=value)
