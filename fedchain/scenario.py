@@ -46,6 +46,7 @@ Unknown keys are errors, so a typo never silently runs the honest scenario.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import typing
@@ -469,6 +470,13 @@ class Collusion:
         return self._cache[key].copy()
 
 
+def round_seed(seed: int, round_: int) -> int:
+    """A randomised client attack's seed in ``round_``: 63 bits of SHA-256 of the client's
+    seed and the round, so every round (and every client) draws new noise."""
+    digest = hashlib.sha256(f"fedchain/attack-seed/{int(seed)}/{int(round_)}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
 def client_attack_hooks(
     attack: ClientBehaviour,
     data: Dataset,
@@ -518,14 +526,16 @@ def client_attack_hooks(
             return delta if crafted is None else crafted  # nothing to imitate: honest
 
         return data, omniscient_hook, None
-    if "seed" in inspect.signature(spec.fn).parameters and "seed" not in params:
-        params["seed"] = seed
+    fresh = "seed" in inspect.signature(spec.fn).parameters and "seed" not in params
 
     def delta_hook(round_: int, delta: np.ndarray) -> np.ndarray:
         if not attack.active(round_):
             return delta
         named = layout.unflatten(delta.astype(np.float32))
-        out = apply_attack(attack.attack, delta=named, **params)
+        call = dict(params)
+        if fresh:  # a randomised attack draws fresh randomness every round (issue 23)
+            call["seed"] = round_seed(seed, round_)
+        out = apply_attack(attack.attack, delta=named, **call)
         assert isinstance(out, dict)
         return layout.flatten(out).astype(np.float64)
 

@@ -24,6 +24,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from fedchain.experiments import study
 from fedchain.experiments.grid import ExperimentSpec, PlotSpec
 from fedchain.experiments.plots import value_label
 from fedchain.experiments.stats import describe, group_rows
@@ -323,6 +324,9 @@ BUILTINS: dict[str, Callable[[bool], ExperimentSpec]] = {
     "clients": clients,
     "recovery": recovery,
     "models": models,
+    "robustness-fmnist": study.robustness_fmnist,
+    "robustness-fmnist-val": study.robustness_fmnist_val,
+    "robustness-fmnist-clip": study.robustness_fmnist_clip,
 }
 
 
