@@ -11,7 +11,8 @@ PYTEST_ARGS ?=
 # Every package is type-checked strictly.
 MYPY_TARGETS := protocol adapters privacy aggregators consensus clients fedchain
 
-.PHONY: setup setup-python setup-node setup-browser setup-slither demo dashboard test lint typecheck slither pytest compile compile-check clean
+# (data, reference: issue 23)
+.PHONY: data reference setup setup-python setup-node setup-browser setup-slither demo dashboard test lint typecheck slither pytest compile compile-check clean
 
 setup: setup-python setup-node setup-browser
 
@@ -78,3 +79,12 @@ compile-check: setup
 
 clean:
 	rm -rf runs .pytest_cache .mypy_cache .ruff_cache .hypothesis crytic-export
+
+
+## Fashion-MNIST (Debian's dataset-fashion-mnist, IDX files under /usr/share/datasets/).
+data:
+	scripts/install_data.sh
+
+## ByzFL, the float reference the defence tests compare with (no dependencies pulled in).
+reference: setup-python
+	$(PY) -m pip install --disable-pip-version-check -q --no-deps -r requirements-reference.lock
