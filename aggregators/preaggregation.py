@@ -216,8 +216,8 @@ class _Composite(AggregationRule):
     def check_num_updates(self, k: int) -> None:
         if k < 1:
             raise RuleParameterError(f"{self.name}: needs at least 1 update, got {k}")
-        f = self._params.get("f")
-        if any(p.name in ("nnm", "arc") for p in self.pres) and f is not None and f >= k:
+        f = int(self._params.get("f", 0))
+        if any(p.name in ("nnm", "arc") for p in self.pres) and f >= k:
             raise RuleParameterError(f"{self.name}: f={f} must be < the number of updates {k}")
         self._base.check_num_updates(self._rows_after(k))
 

@@ -37,7 +37,7 @@ from fedchain.driver.loop import BlockLoop
 from fedchain.driver.private import PrivateDriver
 from fedchain.driver.records import RoundRecorder, build_summary
 from fedchain.private_view import SecAggView
-from fedchain.scenario import Collusion, Scenario
+from fedchain.scenario import Collusion, Scenario, rule_simulator
 from protocol.errors import ConfigError, FedchainError
 from protocol.fixedpoint import dequantise
 from protocol.metrics import PhaseClock, Progress
@@ -120,6 +120,7 @@ class Demo:
             [a.address for a in self.client_accounts],
             self._observe,
             cfg.clients,
+            rule_simulator(cfg.rule, cfg.rule_params, cfg.frac_bits, cfg.clip),
         )
         self.clients = [
             d.make_client(i, self.clock, collusion=self.collusion, ready=self._others_registered)

@@ -422,9 +422,12 @@ class Collusion:
         addresses: typing.Sequence[str],
         observe: Observe,
         num_clients: int,
+        aggregate: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> None:
         self.observe = observe
         self.num_clients = int(num_clients)
+        #: the deployed rule as attackers simulate it (adaptive attacks search against it)
+        self.aggregate = aggregate
         omniscient = {i: b for i, b in behaviours.items() if b.omniscient}
         self.colluders = frozenset(addresses[i] for i in omniscient)
         self.group_size: dict[str, int] = {}
@@ -463,11 +466,45 @@ class Collusion:
                 named,
                 num_colluders=self.group_size[self._group(attack)],
                 num_clients=self.num_clients,
+                aggregate=self.aggregate,
                 **dict(attack.params),
             )
             self._cache = {k: v for k, v in self._cache.items() if k[0] == round_}
             self._cache[key] = layout.flatten(vector).astype(np.float64)
         return self._cache[key].copy()
+
+
+def rule_simulator(
+    rule: str, rule_params: Mapping[str, Any], frac_bits: int, clip: float
+) -> Callable[[np.ndarray], np.ndarray]:
+    """The task's rule as an attacker runs it on candidate updates: quantised like a
+    client's payload (``clip``, ``frac_bits``), aggregated bit-exactly from a zero global
+    model, dequantised. Rules that need more updates than given return the plain mean."""
+    from aggregators.base import AggregationInput
+    from aggregators.registry import make_rule
+    from protocol.errors import FedchainError
+    from protocol.fixedpoint import dequantise, quantise
+
+    agg = make_rule(rule, dict(rule_params))
+    bound = round(clip * 2**frac_bits)
+
+    def run(vectors: np.ndarray) -> np.ndarray:
+        q = quantise(vectors, frac_bits, bound).astype(np.int32)
+        try:
+            out = agg.aggregate(
+                AggregationInput(
+                    np.zeros(q.shape[1], np.int64),
+                    q,
+                    np.ones(q.shape[0], np.int64),
+                    frac_bits=frac_bits,
+                    value_bound=bound,
+                )
+            )
+        except FedchainError:
+            return np.asarray(vectors.mean(axis=0))
+        return np.asarray(dequantise(out.params, frac_bits), dtype=np.float64)
+
+    return run
 
 
 def round_seed(seed: int, round_: int) -> int:
