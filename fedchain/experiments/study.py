@@ -42,7 +42,13 @@ STUDY_ATTACKS = (
     "label_flip",
     "alie",
     "inner_product_manipulation(epsilon=0.1)",
-    "inner_product_manipulation(epsilon=10.0)",
+    "min_max",
+    "min_sum",
+    "fang_trmean",
+    "fang_krum",
+    "alie_opt",
+    "ipm_opt",
+    "mimic",
 )
 STUDY_FIXED: dict[str, Any] = {
     "dataset": "fashion",
