@@ -327,6 +327,7 @@ BUILTINS: dict[str, Callable[[bool], ExperimentSpec]] = {
     "robustness-fmnist": study.robustness_fmnist,
     "robustness-fmnist-val": study.robustness_fmnist_val,
     "robustness-fmnist-clip": study.robustness_fmnist_clip,
+    "robustness-fmnist-tau": study.robustness_fmnist_tau,
 }
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "STUDY_RULES",
     "robustness_fmnist",
     "robustness_fmnist_clip",
+    "robustness_fmnist_tau",
     "robustness_fmnist_val",
     "worst_case_table",
 ]
@@ -68,9 +69,36 @@ STUDY_FIXED: dict[str, Any] = {
 }
 
 
+_HEADLINE_PLOTS = (
+    PlotSpec(
+        "heatmap",
+        x="rule",
+        y="attack",
+        metrics=("last5_accuracy",),
+        select={"partition": ("iid",)},
+        file="heatmap-iid",
+        title="IID: last-5 accuracy",
+    ),
+    PlotSpec(
+        "heatmap",
+        x="rule",
+        y="attack",
+        metrics=("last5_accuracy",),
+        select={"partition": ("dirichlet",)},
+        file="heatmap-dirichlet",
+        title="Dirichlet alpha = 0.1: last-5 accuracy",
+    ),
+)
+
+
 def _spec(
     name: str, fixed: Mapping[str, Any], axes: Mapping[str, tuple[Any, ...]], seeds: int
 ) -> ExperimentSpec:
+    plots = (
+        _HEADLINE_PLOTS
+        if "partition" in axes
+        else (PlotSpec("bars", x=next(iter(axes)), series="attack", metrics=("last5_accuracy",)),)
+    )
     return ExperimentSpec(
         name=name,
         kind="fedchain",
@@ -86,26 +114,7 @@ def _spec(
             "the last 5 rounds."
         ),
         metric="last5_accuracy",
-        plots=(
-            PlotSpec(
-                "heatmap",
-                x="rule",
-                y="attack",
-                metrics=("last5_accuracy",),
-                select={"partition": ("iid",)},
-                file="heatmap-iid",
-                title="IID: last-5 accuracy",
-            ),
-            PlotSpec(
-                "heatmap",
-                x="rule",
-                y="attack",
-                metrics=("last5_accuracy",),
-                select={"partition": ("dirichlet",)},
-                file="heatmap-dirichlet",
-                title="Dirichlet alpha = 0.1: last-5 accuracy",
-            ),
-        ),
+        plots=plots,
     )
 
 
@@ -135,6 +144,22 @@ def robustness_fmnist_val(quick: bool) -> ExperimentSpec:
         "attack": ("none", "alie"),
     }
     return _spec("robustness-fmnist-val", fixed, axes, 1 if quick else 2)
+
+
+def robustness_fmnist_tau(quick: bool) -> ExperimentSpec:
+    """Centred clipping's radius on the validation split (never the test set)."""
+    fixed = {
+        **STUDY_FIXED,
+        "dataset": "fashion-val",
+        "alpha": 0.1,
+        "partition": "dirichlet",
+        "rule": "centered_clip",
+    }
+    axes = {
+        "rule_params": ({"tau": 0.5}, {"tau": 1.0}, {"tau": 2.0}),
+        "attack": ("none", "alie"),
+    }
+    return _spec("robustness-fmnist-tau", fixed, axes, 1 if quick else 2)
 
 
 def robustness_fmnist_clip(quick: bool) -> ExperimentSpec:
