@@ -328,6 +328,8 @@ BUILTINS: dict[str, Callable[[bool], ExperimentSpec]] = {
     "robustness-fmnist-val": study.robustness_fmnist_val,
     "robustness-fmnist-clip": study.robustness_fmnist_clip,
     "robustness-fmnist-tau": study.robustness_fmnist_tau,
+    "clients-control": study.clients_control,
+    "clients-centralized": study.clients_centralized,
 }
 
 

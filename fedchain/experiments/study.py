@@ -27,6 +27,8 @@ from fedchain.experiments.stats import describe
 __all__ = [
     "STUDY_ATTACKS",
     "STUDY_RULES",
+    "clients_centralized",
+    "clients_control",
     "robustness_fmnist",
     "robustness_fmnist_clip",
     "robustness_fmnist_tau",
@@ -175,6 +177,54 @@ def robustness_fmnist_clip(quick: bool) -> ExperimentSpec:
         {**fixed, "frac_bits": 12, "alpha": 0.1},
         axes,
         1 if quick else 3,
+    )
+
+
+def clients_control(quick: bool) -> ExperimentSpec:
+    """The clients experiment's control: the total data is fixed (2,000 Fashion-MNIST
+    training images, stratified) while K grows, next to the centralized model trained on
+    the same union. In the ``clients`` grid every client brings 100 samples, so data grows
+    with K and a centralized run on the same data rises as much (``clients-centralized``)."""
+    clients = (5, 10) if quick else (5, 10, 20, 50, 100)
+    fixed = {
+        "dataset": "fashion",
+        "train_samples": 2000,
+        "rounds": 2 if quick else 5,
+        "epochs": 1,
+        "batch_size": 32,
+        "model": "mlp",
+        "aggregators": 1,
+        "attest_window": 0,
+        "challenge_window": 1,
+    }
+    return ExperimentSpec(
+        name="clients-control",
+        kind="fedchain",
+        fixed=fixed,
+        axes={"clients": clients, "kind": ("fedchain", "centralized")},
+        seeds=tuple(range(1 if quick else 3)),
+        title="Number of clients K at a fixed total of 2,000 training images",
+        description=(
+            "FedAvg, IID, MLP; the centralized line trains the same architecture on the same "
+            "2,000 images for rounds x epochs epochs, so it is flat in K by construction."
+        ),
+        metric="final_accuracy",
+        plots=(PlotSpec("lines", x="clients", series="kind", metrics=("final_accuracy",)),),
+    )
+
+
+def clients_centralized(quick: bool) -> ExperimentSpec:
+    """The centralized line of the ``clients`` grid: the union of K clients' mixture data
+    (100 samples each, so it grows with K), trained centrally for rounds x epochs epochs."""
+    return ExperimentSpec(
+        name="clients-centralized",
+        kind="centralized",
+        fixed={"dataset": "mixture", "rounds": 2 if quick else 5},
+        axes={"clients": (4, 16) if quick else (5, 10, 20, 50, 100, 200)},
+        seeds=tuple(range(1 if quick else 3)),
+        title="Centralized training on the clients grid's data (grows with K)",
+        metric="final_accuracy",
+        plots=(PlotSpec("lines", x="clients", metrics=("final_accuracy",)),),
     )
 
 
