@@ -57,7 +57,7 @@ def _model_defaults_text() -> str:
 
 
 def _add_demo_options(p: argparse.ArgumentParser) -> None:
-    from fedchain.runner import DemoConfig
+    from fedchain.sim.runner import DemoConfig
 
     d = DemoConfig()
     g = p.add_argument_group("federation")
@@ -391,7 +391,7 @@ def _engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _demo_config(args: argparse.Namespace) -> Any:
-    from fedchain.runner import DemoConfig
+    from fedchain.sim.runner import DemoConfig
 
     return DemoConfig(
         clients=args.clients,
@@ -470,7 +470,7 @@ def _backends(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
 def cmd_demo(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from fedchain.runner import run_demo
+    from fedchain.sim.runner import run_demo
     from protocol.metrics import Progress
 
     with _backends(args) as backends:
@@ -496,7 +496,7 @@ def preflight_demo(args: argparse.Namespace) -> None:
 
 def preflight_run(args: argparse.Namespace) -> None:
     """What ``fedchain run`` refuses before any work (every scenario file, validated)."""
-    from fedchain.scenario import load_scenario
+    from fedchain.sim.scenario import load_scenario
 
     for path in args.scenarios:
         load_scenario(path)
@@ -602,7 +602,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from fedchain.status import format_status, task_status
+    from fedchain.report.status import format_status, task_status
 
     status = task_status(args.rpc_url, args.task)
     print(json.dumps(status, indent=2) if args.json else format_status(status))
@@ -646,8 +646,8 @@ def cmd_rules(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from fedchain.runner import run_scenario
-    from fedchain.scenario import check_expectations, load_scenario, outcome_of
+    from fedchain.sim.runner import run_scenario
+    from fedchain.sim.scenario import check_expectations, load_scenario, outcome_of
     from protocol.metrics import Progress
 
     scenarios = [load_scenario(path) for path in args.scenarios]  # all validated up front
@@ -706,7 +706,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from fedchain.report import collect, markdown_table
+    from fedchain.report.detection import collect, markdown_table
 
     for path in args.paths:
         if not Path(path).exists():
@@ -756,7 +756,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 def cmd_testnet(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from fedchain import testnet
+    from fedchain.testnet import cluster as testnet
 
     directory = Path(args.dir)
     if args.action == "up":
@@ -765,11 +765,11 @@ def cmd_testnet(args: argparse.Namespace) -> int:
         if args.scenario:
             from dataclasses import replace
 
-            from fedchain.scenario import load_scenario
+            from fedchain.sim.scenario import load_scenario
 
             scenario = load_scenario(args.scenario)
             cfg = replace(scenario.config, out=cfg.out)
-        from fedchain.netem import profile_from_args
+        from fedchain.testnet.netem import profile_from_args
 
         wan = profile_from_args(
             args.pbft_latency, args.pbft_jitter, args.pbft_loss, args.pbft_loss_mode, "--pbft-"
@@ -830,7 +830,7 @@ def cmd_testnet(args: argparse.Namespace) -> int:
 
 
 def cmd_netem(args: argparse.Namespace) -> int:
-    from fedchain.netem import command
+    from fedchain.testnet.netem import command
 
     return command(args)
 
@@ -850,7 +850,7 @@ def _add_wan_options(tn: argparse.ArgumentParser) -> None:
 
 
 def _add_netem_parser(sub: Any) -> None:
-    from fedchain.netem import add_arguments
+    from fedchain.testnet.netem import add_arguments
 
     netem = sub.add_parser(
         "netem",
@@ -1028,7 +1028,7 @@ def build_parser() -> argparse.ArgumentParser:
         "equivocating PBFT votes, collusion, crashes) and which clients attack. Each run "
         "writes the demo's run directory plus fault records (who was faulty, who challenged, "
         "the verdict, view changes, blocks and seconds to detection, dispute gas) and "
-        "verdict.json. See scenarios/ for the shipped files and fedchain/scenario.py for "
+        "verdict.json. See scenarios/ for the shipped files and fedchain/sim/scenario.py for "
         "the format.",
         epilog="exit status: 0 if every scenario met its [expect] table, 1 otherwise, "
         "2 on invalid input.",

@@ -115,8 +115,8 @@ def in_process(dash: DashboardProcess, browser: Any, runs: Path, scenario: Path)
 
 
 def testnet_latencies(dash: DashboardProcess, browser: Any, runs: Path, rounds: int) -> dict:
-    from fedchain import testnet
-    from fedchain.scenario import load_scenario
+    from fedchain.sim.scenario import load_scenario
+    from fedchain.testnet import cluster as testnet
 
     scenario = load_scenario(ROOT / "scenarios" / "agg-noise.toml")
     cfg = replace(scenario.config, rounds=rounds, out=str(runs / "scratch"))

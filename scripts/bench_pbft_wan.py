@@ -4,7 +4,8 @@
 For each one-way latency (default 50, 150 and 300 ms; jitter a fifth of it; 5 % of messages
 lost) the script starts ``--runs`` fresh committees. Each committee is ``--n`` replica
 processes (this script with ``--replica``; keys are the simulation keys, never real) whose
-PBFT links all go through one ``fedchain.netem`` proxy process (one proxy per directed link).
+PBFT links all go through one ``fedchain.testnet.netem`` proxy process (one proxy per
+directed link).
 After a warm-up that lets the transports measure round-trip times, it runs ``--disputes``
 disputes one after the other (all replicas observe each at the same moment), then crashes
 the current primary and runs one more dispute, which needs a view change.
@@ -42,7 +43,7 @@ from consensus.messages import Instance
 from consensus.pbft import Decide, Replica
 from consensus.quorums import max_faulty
 from consensus.tcp import TcpNode
-from fedchain.netem import LinkProfile, mesh_links, spawn_netem, stop_netem
+from fedchain.testnet.netem import LinkProfile, mesh_links, spawn_netem, stop_netem
 
 # ---- one replica process -----------------------------------------------------------------
 

@@ -155,7 +155,7 @@ E2E_MODES: tuple[tuple[str, dict[str, object]], ...] = (
 
 def end_to_end(clients: int, rounds: int, out: str) -> None:
     """One small task per mode through the in-process driver: round time, phases, gas."""
-    from fedchain.runner import DemoConfig, run_demo
+    from fedchain.sim.runner import DemoConfig, run_demo
     from protocol.metrics import Progress
 
     print(

@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fedchain.config import DemoConfig
-from fedchain.runner import run_demo
+from fedchain.sim.runner import run_demo
 from protocol.metrics import PHASES as ALL_PHASES
 from protocol.metrics import Progress
 

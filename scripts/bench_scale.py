@@ -49,7 +49,7 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
     import psutil
 
     from fedchain.config import DemoConfig
-    from fedchain.runner import run_demo
+    from fedchain.sim.runner import run_demo
     from protocol.metrics import Progress
 
     me = psutil.Process()

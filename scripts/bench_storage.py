@@ -36,7 +36,7 @@ from adapters.services import AnvilService, IpfsService
 from adapters.storage import ContentStore, IpfsStore, LocalStore
 from clients.models import build_model, num_parameters, param_spec
 from fedchain.config import DemoConfig
-from fedchain.runner import run_demo
+from fedchain.sim.runner import run_demo
 from protocol.cid import content_cid
 from protocol.metrics import PHASES as ALL_PHASES
 from protocol.metrics import Progress

@@ -31,8 +31,8 @@ from tests.dashboard_support import DashboardProcess, browser_context  # noqa: E
 
 
 def dispute_view(dash: DashboardProcess, browser: object, runs: Path, out: Path) -> None:
-    from fedchain import testnet
-    from fedchain.scenario import load_scenario
+    from fedchain.sim.scenario import load_scenario
+    from fedchain.testnet import cluster as testnet
 
     scenario = load_scenario(ROOT / "scenarios" / "agg-noise.toml")
     cfg = replace(scenario.config, rounds=2, out=str(runs / "scratch"))

@@ -8,7 +8,7 @@ import pytest
 
 from clients.adaptive_attacks import line_search
 from clients.attacks import CLIENT_ATTACKS, colluding_update
-from fedchain.scenario import rule_simulator
+from fedchain.sim.scenario import rule_simulator
 from protocol.errors import ConfigError
 from tests.byzfl_reference import byzfl_module
 
@@ -139,7 +139,7 @@ def test_adaptive_attacks_are_registered_as_colluding() -> None:
 
 def test_gaussian_attacker_draws_fresh_noise_each_round() -> None:
     """The Gaussian attacker's noise differs between rounds (it was one vector before)."""
-    from fedchain.scenario import ClientBehaviour, client_attack_hooks
+    from fedchain.sim.scenario import ClientBehaviour, client_attack_hooks
     from protocol.payloads import ModelLayout
 
     layout = ModelLayout((("w", (4,)),))

@@ -347,7 +347,7 @@ def test_recommended_config_federated_digits(digits: tuple[Dataset, Dataset]) ->
 def test_model_defaults_resolve_per_model_and_yield_to_options():
     from clients.training import MODEL_TRAINING
     from fedchain.config import DemoConfig
-    from fedchain.driver.deployment import train_config
+    from fedchain.sim.driver.deployment import train_config
 
     for model, want in MODEL_TRAINING.items():
         got = train_config(DemoConfig(model=model))

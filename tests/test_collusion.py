@@ -14,8 +14,8 @@ import pytest
 from adapters.storage import get_by_digest
 from clients.attacks import alie_z, colluding_update
 from fedchain.config import DemoConfig
-from fedchain.runner import Demo
-from fedchain.scenario import ClientBehaviour, Scenario, scenario_from_dict
+from fedchain.sim.runner import Demo
+from fedchain.sim.scenario import ClientBehaviour, Scenario, scenario_from_dict
 from protocol.errors import ConfigError
 from protocol.fixedpoint import dequantise
 from protocol.metrics import Progress

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from fedchain.cli import main
-from fedchain.report import COLUMNS, collect, format_cell
+from fedchain.report.detection import COLUMNS, collect, format_cell
 from tests.dashboard_support import (
     ROOT,
     SCENARIOS,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from fedchain import testnet
-from fedchain.scenario import load_scenario
+from fedchain.sim.scenario import load_scenario
+from fedchain.testnet import cluster as testnet
 from tests.dashboard_support import (
     SCENARIOS,
     DashboardProcess,

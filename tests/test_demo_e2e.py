@@ -9,8 +9,8 @@ import pytest
 from adapters.contract import Phase
 from adapters.storage import has_digest
 from fedchain.cli import main
-from fedchain.driver.events import read_events
-from fedchain.runner import Demo, DemoConfig
+from fedchain.sim.driver.events import read_events
+from fedchain.sim.runner import Demo, DemoConfig
 from protocol.errors import ConfigError
 
 

@@ -15,9 +15,9 @@ import pytest
 from clients.data import load_dataset, partition
 from clients.models import get_params
 from clients.training import TrainConfig, derive_seed, params_digest, train_local
-from fedchain.driver.engine import ModelSpec, RayEngine, SequentialEngine, TrainJob
-from fedchain.driver.events import read_events
-from fedchain.runner import Demo, DemoConfig
+from fedchain.sim.driver.engine import ModelSpec, RayEngine, SequentialEngine, TrainJob
+from fedchain.sim.driver.events import read_events
+from fedchain.sim.runner import Demo, DemoConfig
 from protocol.errors import ConfigError
 
 
@@ -104,7 +104,7 @@ import json, os, shutil, sys, tempfile
 os.environ.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0",
                   RAY_AUTH_MODE="disabled")
 from ray.cluster_utils import Cluster
-from fedchain.runner import Demo, DemoConfig
+from fedchain.sim.runner import Demo, DemoConfig
 temp_dir = tempfile.mkdtemp(prefix="fedchain-ray-")  # short: Ray puts sockets there
 # Ray's test cluster writes its address to <system temp>/ray/ray_current_cluster, which
 # exists only once some Ray instance has run on the machine: point it into our own dir.

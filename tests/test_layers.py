@@ -51,10 +51,10 @@ def test_layers_kept(tree: Path) -> None:
 @pytest.mark.parametrize(
     ("module", "upward"),
     [
-        ("protocol/codec.py", "import fedchain.runner"),  # bottom -> top
+        ("protocol/codec.py", "import fedchain.sim.runner"),  # bottom -> top
         ("protocol/cid.py", "import adapters.storage"),  # bottom -> middle
         ("adapters/chain.py", "import aggregators.registry"),  # adapter -> node package
-        ("aggregators/execution.py", "import fedchain.scenario"),  # node package -> top
+        ("aggregators/execution.py", "import fedchain.sim.scenario"),  # node package -> top
         ("clients/training.py", "import aggregators.registry"),  # sideways between nodes
         ("privacy/secagg.py", "import adapters.storage"),  # sideways: pure cores vs adapters
         ("privacy/accounting.py", "import clients.node"),  # pure core -> node package

@@ -24,7 +24,7 @@ from consensus.pbft import Replica, ReplicaConfig
 from consensus.quorums import commit_quorum
 from consensus.rtt import RttEstimator, TimerScale, quorum_rto
 from consensus.tcp import DATA, PING, TcpNode, encode_frame, read_any_frame
-from fedchain.netem import (
+from fedchain.testnet.netem import (
     Link,
     LinkProfile,
     LinkProxy,
@@ -433,8 +433,8 @@ def test_testnet_dispute_through_wan_proxies(tmp_path: Path) -> None:
     from adapters.chain import Chain
     from adapters.contract import TaskContract
     from adapters.services import find_anvil
-    from fedchain import testnet
-    from fedchain.scenario import load_scenario
+    from fedchain.sim.scenario import load_scenario
+    from fedchain.testnet import cluster as testnet
     from protocol.errors import FedchainError
 
     try:

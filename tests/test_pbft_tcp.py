@@ -168,7 +168,7 @@ def test_threaded_nodes_for_synchronous_callers() -> None:
 
 
 def test_late_commits_complete_a_certificate_without_a_slashed_signer() -> None:
-    """The testnet's certificate pool (fedchain/pbft_service.py): a decision carries exactly
+    """The testnet's certificate pool (fedchain/testnet/pbft_service.py): a decision carries exactly
     n - f commits; if one of those signers is slashed on-chain before ``resolveDispute`` runs,
     the commits that reached the replica after it decided (every member broadcasts its commit)
     replace it, read from the replica's log on the transport's own thread."""

@@ -11,9 +11,9 @@ import pytest
 
 from adapters.storage import LocalStore, get_by_digest, has_digest
 from fedchain.cli import main
-from fedchain.driver.deployment import task_manifest
-from fedchain.runner import Demo, DemoConfig, federated_data
-from fedchain.scenario import load_scenario
+from fedchain.sim.driver.deployment import task_manifest
+from fedchain.sim.runner import Demo, DemoConfig, federated_data
+from fedchain.sim.scenario import load_scenario
 from privacy.adaptive_clip import next_clip_norm_from_count
 from privacy.spec import PrivacySpec
 from protocol.payloads import ModelLayout, decode_global_state

@@ -12,7 +12,7 @@ import pytest
 from adapters.contract import TaskContract
 from adapters.storage import get_by_digest
 from fedchain.cli import main
-from fedchain.runner import Demo, DemoConfig
+from fedchain.sim.runner import Demo, DemoConfig
 from protocol.errors import CodecError
 from protocol.payloads import decode_update
 

@@ -12,9 +12,9 @@ import pytest
 
 from clients.data import make_mixture
 from fedchain.cli import main
-from fedchain.driver.deployment import federated_data
-from fedchain.driver.events import read_events
-from fedchain.runner import Demo, DemoConfig
+from fedchain.sim.driver.deployment import federated_data
+from fedchain.sim.driver.events import read_events
+from fedchain.sim.runner import Demo, DemoConfig
 from protocol.errors import ConfigError
 from protocol.metrics import PhaseClock
 

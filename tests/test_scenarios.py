@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from fedchain.cli import main
-from fedchain.driver.events import read_events
-from fedchain.report import collect, markdown_table
-from fedchain.runner import run_scenario
-from fedchain.scenario import load_scenario, outcome_of, scenario_from_dict
+from fedchain.report.detection import collect, markdown_table
+from fedchain.sim.driver.events import read_events
+from fedchain.sim.runner import run_scenario
+from fedchain.sim.scenario import load_scenario, outcome_of, scenario_from_dict
 from protocol.errors import FedchainError
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
@@ -140,7 +140,7 @@ def test_omniscient_client_registers_last_and_sends_minus_epsilon_mean(tmp_path)
     import numpy as np
 
     from adapters.storage import get_by_digest
-    from fedchain.runner import Demo
+    from fedchain.sim.runner import Demo
     from protocol.fixedpoint import dequantise
     from protocol.payloads import decode_update
 

@@ -20,8 +20,8 @@ from clients.data import (
 from fedchain.config import DemoConfig
 from fedchain.experiments.cells import curve_metrics
 from fedchain.experiments.study import worst_case_table
-from fedchain.runner import Demo
-from fedchain.scenario import ClientBehaviour, Scenario
+from fedchain.sim.runner import Demo
+from fedchain.sim.scenario import ClientBehaviour, Scenario
 from protocol.metrics import Progress
 
 

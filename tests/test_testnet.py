@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from fedchain import testnet
-from fedchain.runner import Demo
-from fedchain.scenario import load_scenario
+from fedchain.sim.runner import Demo
+from fedchain.sim.scenario import load_scenario
+from fedchain.testnet import cluster as testnet
 
 pytestmark = pytest.mark.realnet
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fedchain import testnet
 from fedchain.config import DemoConfig
+from fedchain.testnet import cluster as testnet
 from tests.test_testnet import _events, _wait_for
 
 pytestmark = [pytest.mark.realnet, pytest.mark.slow]

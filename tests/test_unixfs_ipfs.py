@@ -205,7 +205,7 @@ def test_a_round_of_a_10m_parameter_model_on_anvil_and_ipfs(
     one dag-pb root each) with every node on the real backends."""
     from clients.models import build_model, num_parameters, param_spec
     from fedchain.config import DemoConfig
-    from fedchain.runner import run_demo
+    from fedchain.sim.runner import run_demo
     from protocol.metrics import Progress
 
     assert num_parameters(param_spec(build_model("mlp-wide", (1, 8, 8), 10))) >= 10_000_000

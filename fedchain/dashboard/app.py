@@ -345,7 +345,7 @@ async def api_stop_job(request: Request) -> Response:
 async def api_testnet_node(request: Request) -> Response:
     _check_mutation(request)
     dash = _state(request)
-    from fedchain import testnet
+    from fedchain.testnet import cluster as testnet
 
     rel = _rel(request)
     name = str(request.path_params["node"])
@@ -370,7 +370,7 @@ async def api_testnet_node(request: Request) -> Response:
 async def api_restart_chain(request: Request) -> Response:
     _check_mutation(request)
     dash = _state(request)
-    from fedchain import testnet
+    from fedchain.testnet import cluster as testnet
 
     rel = _rel(request)
     try:

@@ -183,7 +183,7 @@ def run_entry(path: Path, rel: str, kind: str, now: float | None = None) -> Entr
 def testnet_entry(path: Path, rel: str) -> Entry:
     """A testnet directory: how many of its processes are alive (PID files only)."""
     from adapters.services import is_running
-    from fedchain import testnet
+    from fedchain.testnet import cluster as testnet
 
     spec = read_json(path / "testnet.json") or {}
     nodes = [str(n.get("name")) for n in spec.get("nodes", [])]

@@ -1,7 +1,7 @@
 """A run's live view: the events of ``events.jsonl`` folded into rounds, attempts and stakes.
 
 :class:`RunView` is a pure fold. :meth:`RunView.apply` takes one event (the kinds documented
-in :mod:`fedchain.driver.events`; unknown kinds are counted and kept in the feed, missing
+in :mod:`fedchain.sim.driver.events`; unknown kinds are counted and kept in the feed, missing
 fields are tolerated) and updates: the run's identity, the current round/phase/attempt, one
 :class:`RoundView` per round with its phase history and one :class:`AttemptView` per attempt
 (the contract's choice, the submission, timeouts, challenges, PBFT disputes with views,

@@ -170,7 +170,7 @@ class SetPage(Page):
         return True
 
     def rows(self) -> list[dict[str, Any]]:
-        from fedchain.report import collect
+        from fedchain.report.detection import collect
 
         rows = collect([self.path])
         for r in rows:
@@ -178,7 +178,7 @@ class SetPage(Page):
         return rows
 
     def _render(self) -> dict[str, str]:
-        from fedchain.report import COLUMNS
+        from fedchain.report.detection import COLUMNS
 
         entries = discovery.scan_children(self.path, self.rel, depth=1)
         return {

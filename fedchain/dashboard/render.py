@@ -20,7 +20,7 @@ from markupsafe import Markup
 
 from fedchain.dashboard import svg
 from fedchain.dashboard.model import PHASE_LABELS
-from fedchain.report import format_cell
+from fedchain.report.detection import format_cell
 
 VERSION = "0.1.0"
 WEI_PER_ETH = 10**18

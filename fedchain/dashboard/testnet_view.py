@@ -1,8 +1,8 @@
 """A testnet followed live: its nodes' JSON logs and its chain, folded like a run's events.
 
 A testnet writes no ``events.jsonl``. :class:`NodeLogMapper` (pure) turns each line a node
-process logs (``DIR/logs/NODE.log``, see :mod:`fedchain.node`) into the event kinds of
-:mod:`fedchain.driver.events`: refused registrations, attestations, submissions (with the
+process logs (``DIR/logs/NODE.log``, see :mod:`fedchain.testnet.node`) into the event kinds of
+:mod:`fedchain.sim.driver.events`: refused registrations, attestations, submissions (with the
 node's own "faulty" flag), timeouts, challenges, dispute expiry, and the PBFT members' own
 verdicts, decisions and view changes. :class:`ChainWatcher` reads the chain once per new
 block: the round's phase and attempt, the contract's chosen aggregator, stakes and credits,
@@ -499,7 +499,7 @@ class ModelEvaluator:
         from adapters.storage import open_store
         from clients.models import build_model, param_spec
         from fedchain.config import DemoConfig
-        from fedchain.driver.deployment import federated_data
+        from fedchain.sim.driver.deployment import federated_data
         from protocol.payloads import ModelLayout
 
         self.cfg = DemoConfig(**spec["config"])
@@ -513,7 +513,7 @@ class ModelEvaluator:
         )
 
     def __call__(self, digest: bytes) -> tuple[float, float]:
-        from fedchain.driver.records import evaluate_global_state
+        from fedchain.sim.driver.records import evaluate_global_state
 
         return evaluate_global_state(
             self.store, digest, self.layout, self.cfg.frac_bits, self.model, self.test
@@ -551,7 +551,7 @@ class TestnetSource:
     def node_processes(self) -> dict[str, dict[str, Any]]:
         """Every node and service: role, pid, running (from the PID files)."""
         from adapters.services import is_running
-        from fedchain import testnet
+        from fedchain.testnet import cluster as testnet
 
         out: dict[str, dict[str, Any]] = {}
         for name, svc in (self.spec.get("services") or {}).items():

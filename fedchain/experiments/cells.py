@@ -1,6 +1,6 @@
 """Cell kinds: what one (cell, seed) unit runs, which parameters it takes, what it measures.
 
-* ``fedchain``: a complete fedchain run (:class:`fedchain.runner.Demo`: chain, storage,
+* ``fedchain``: a complete fedchain run (:class:`fedchain.sim.runner.Demo`: chain, storage,
   aggregators) whose run directory is the unit's directory. Parameters: every ``fedchain
   demo`` option (``DemoConfig`` field) plus ``attack`` (a client attack, ``"none"``, or
   ``name(key=value, ...)``), ``byzantine`` (a count, or a fraction of the clients, rounded;
@@ -154,7 +154,7 @@ def demo_config(params: Mapping[str, Any], seed: int, out: str, name: str) -> De
 
 def scenario_for(params: Mapping[str, Any], cfg: DemoConfig) -> Any:
     """The fedchain ``Scenario`` of a cell: its Byzantine clients (the last ones)."""
-    from fedchain.scenario import ClientBehaviour, Scenario
+    from fedchain.sim.scenario import ClientBehaviour, Scenario
 
     attack = str(params.get("attack", "none"))
     m = byzantine_count(params.get("byzantine", 0), cfg.clients)
@@ -187,7 +187,7 @@ def _check_fedchain(params: Mapping[str, Any], label: Callable[[str, Any], str])
     if attack != "none":
         try:
             name, attack_params = parse_call(attack)
-            from fedchain.scenario import ClientBehaviour
+            from fedchain.sim.scenario import ClientBehaviour
 
             ClientBehaviour(name, attack_params, collusion=str(params.get("collusion", "paper")))
             from clients.attacks import CLIENT_ATTACKS
@@ -276,7 +276,7 @@ def run_centralized(params: Mapping[str, Any], seed: int, unit_dir: Path) -> dic
     """Train on the union of the clients' data; accuracy after every epoch."""
     from clients.models import build_model, get_params
     from clients.training import evaluate, train_local
-    from fedchain.driver.deployment import federated_data, train_config
+    from fedchain.sim.driver.deployment import federated_data, train_config
 
     cfg = demo_config(params, seed, str(unit_dir), "centralized")
     train, test, parts = federated_data(cfg)
@@ -319,7 +319,7 @@ def effective_fedchain(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def run_fedchain(params: Mapping[str, Any], seed: int, unit_dir: Path) -> dict[str, Any]:
     """One complete fedchain run; its run directory becomes ``unit_dir``."""
-    from fedchain.runner import Demo
+    from fedchain.sim.runner import Demo
     from protocol.metrics import Progress
 
     staging = unit_dir.parent / f".{unit_dir.name}-staging"

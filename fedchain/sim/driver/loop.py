@@ -1,7 +1,7 @@
 """The block loop: every node takes one chain-driven step; a block is mined when none acted.
 
 Windows and deadlines are counted in blocks, so time passes only by mining. The clients
-step as one :class:`~fedchain.driver.fleet.ClientFleet` (one view per block for all of
+step as one :class:`~fedchain.sim.driver.fleet.ClientFleet` (one view per block for all of
 them, training fanned out to an engine); each aggregator steps on its own. The loop also
 restarts crashed aggregators after their scenario's delay, and hands each ended round to a
 callback. It stops when the task completes, or reports a stall (a dispute without quorum,
@@ -22,10 +22,10 @@ from adapters.chain import Chain
 from adapters.contract import TaskContract
 from aggregators.behaviours import Behaviour
 from aggregators.node import AggregatorNode, NodeCrashed
-from fedchain.driver.disputes import DisputeDriver
-from fedchain.driver.events import EventLog
-from fedchain.driver.faults import FaultLog
-from fedchain.driver.fleet import ClientFleet
+from fedchain.sim.driver.disputes import DisputeDriver
+from fedchain.sim.driver.events import EventLog
+from fedchain.sim.driver.faults import FaultLog
+from fedchain.sim.driver.fleet import ClientFleet
 from protocol.metrics import PhaseClock, Progress
 
 

@@ -44,7 +44,6 @@ from clients.node import ClientNode, PrivatePayloads
 from clients.training import TrainConfig, default_training
 from consensus.messages import Domain
 from fedchain.config import ROTATIONS, WEI_PER_ETH, DemoConfig, short_reason
-from fedchain.driver.engine import ModelSpec
 from fedchain.private_view import (
     HePayloads,
     HeView,
@@ -53,7 +52,8 @@ from fedchain.private_view import (
     private_views,
     task_records,
 )
-from fedchain.scenario import CLIENT_OFFLINE, Collusion, Scenario, client_attack_hooks
+from fedchain.sim.driver.engine import ModelSpec
+from fedchain.sim.scenario import CLIENT_OFFLINE, Collusion, Scenario, client_attack_hooks
 from privacy.client_keys import ClientSecrets
 from privacy.distributed import check_ring
 from privacy.he import generate_keypair, public_key_bytes

@@ -3,7 +3,7 @@
 ``up`` starts the chain and the IPFS daemon (loopback only, data under the testnet
 directory), creates the task exactly as ``fedchain demo`` does (same data split, model,
 manifest and contract configuration), then launches each aggregator and each client as its
-own OS process (``python -m fedchain.node``) with its own key. ``status`` reads the chain
+own OS process (``python -m fedchain.testnet.node``) with its own key. ``status`` reads the chain
 and the PID files, ``wait`` blocks until the task completes, ``kill``/``start`` stop and
 restart single nodes (crash tests), ``down`` stops everything by PID.
 
@@ -69,7 +69,7 @@ def start_node(directory: Path, name: str, *, max_seconds: float | None = None) 
     cmd = [
         sys.executable,
         "-m",
-        "fedchain.node",
+        "fedchain.testnet.node",
         "--testnet",
         str(_spec_path(directory)),
         "--name",
@@ -115,11 +115,11 @@ def up(
 ) -> dict[str, Any]:
     """Start services, create the task, launch every node process; return the spec.
 
-    With ``pbft_netem`` (a :class:`fedchain.netem.LinkProfile`) the aggregators reach each
+    With ``pbft_netem`` (a :class:`fedchain.testnet.netem.LinkProfile`) the aggregators reach each
     other's PBFT ports only through delaying, lossy proxies (one process, ``DIR/netem``).
     """
     from adapters.services import AnvilService, IpfsService
-    from fedchain.runner import Demo
+    from fedchain.sim.runner import Demo
     from protocol.metrics import Progress
 
     try:
@@ -223,11 +223,11 @@ def up(
             nodes=nodes,
             started=time.time(),
         )
-        from fedchain.pbft_service import assign_ports
+        from fedchain.testnet.pbft_service import assign_ports
 
         assign_ports(spec)
         if pbft_netem is not None:
-            from fedchain.netem import start_pbft_proxies
+            from fedchain.testnet.netem import start_pbft_proxies
 
             start_pbft_proxies(spec, directory / "netem", pbft_netem, cfg.seed, max_seconds)
         _spec_path(directory).write_text(json.dumps(spec, indent=2))

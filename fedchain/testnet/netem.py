@@ -24,7 +24,7 @@ Within one connection frames leave in the order they arrived (a frame's departur
 ``max(previous departure, arrival + delay)``), as on one TCP flow. Everything is bounded: the
 proxy binds and connects to loopback only, accepts ``max_connections``, holds at most
 ``max_queue_bytes`` per direction (beyond that frames are dropped and counted), and a process
-running proxies (``fedchain netem``, ``python -m fedchain.netem``) exits after
+running proxies (``fedchain netem``, ``python -m fedchain.testnet.netem``) exits after
 ``--max-seconds``; ``spawn_netem`` records its pid file so ``fedchain testnet down`` (or
 :func:`adapters.services.stop_pidfile`) stops it by PID.
 """
@@ -441,15 +441,23 @@ def _run(links: Sequence[Link], ready: Path | None, max_seconds: float, quiet: b
 def spawn_netem(
     links: Sequence[Link], directory: Path, *, max_seconds: float = DEFAULT_MAX_SECONDS
 ) -> tuple[int, Path, dict[str, tuple[str, int]]]:
-    """Start ``python -m fedchain.netem`` for ``links`` in its own process group (log and pid
-    file in ``directory``); wait until every proxy listens. Returns ``(pid, pid_file,
+    """Start ``python -m fedchain.testnet.netem`` for ``links`` in its own process group
+    (log and pid file in ``directory``); wait until every proxy listens. Returns ``(pid, pid_file,
     {link name: (host, port)})``. Stop it with :func:`adapters.services.stop_pidfile`."""
     directory.mkdir(parents=True, exist_ok=True)
     spec, ready = directory / "netem.json", directory / "netem.ready"
     pid_file, log_path = directory / "netem.pid", directory / "netem.log"
     spec.write_text(json.dumps({"links": [link.to_json() for link in links]}, indent=2))
     ready.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "fedchain.netem", "--links", str(spec), "--ready", str(ready)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "fedchain.testnet.netem",
+        "--links",
+        str(spec),
+        "--ready",
+        str(ready),
+    ]
     cmd += ["--max-seconds", str(max_seconds)]
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
@@ -529,7 +537,7 @@ def pbft_peers(spec: dict[str, Any], index: int) -> dict[int, tuple[str, int]]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Options of ``fedchain netem`` (and ``python -m fedchain.netem``)."""
+    """Options of ``fedchain netem`` (and ``python -m fedchain.testnet.netem``)."""
     p.add_argument("--target", metavar="HOST:PORT", help="where to relay (loopback only)")
     p.add_argument("--listen-port", type=int, default=0, help="port on 127.0.0.1 (0: any)")
     p.add_argument("--latency", default="0ms", help="one-way delay, e.g. 150ms (%(default)s)")
@@ -587,7 +595,8 @@ def command(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m fedchain.netem", description=__doc__.splitlines()[0] if __doc__ else None
+        prog="python -m fedchain.testnet.netem",
+        description=__doc__.splitlines()[0] if __doc__ else None,
     )
     add_arguments(parser)
     args = parser.parse_args(argv)

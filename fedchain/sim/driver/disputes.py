@@ -25,8 +25,8 @@ from consensus.committee import Committee, DisputeOutcome
 from consensus.evidence import proof_of
 from consensus.messages import Domain, Instance
 from consensus.pbft import Replica
-from fedchain.driver.events import EventLog, emit_stakes
-from fedchain.driver.faults import FaultLog
+from fedchain.sim.driver.events import EventLog, emit_stakes
+from fedchain.sim.driver.faults import FaultLog
 from protocol.errors import ContractRevert, FedchainError
 
 #: How often one dispute's certificate may be refused before the driver waits for expiry.

@@ -24,8 +24,8 @@ from clients.data import Dataset
 from clients.models import get_params, set_params
 from clients.training import evaluate
 from fedchain.config import DemoConfig
-from fedchain.driver.faults import FaultLog, fault_summary
-from fedchain.scenario import Scenario
+from fedchain.sim.driver.faults import FaultLog, fault_summary
+from fedchain.sim.scenario import Scenario
 from privacy.spec import PrivacySpec
 from protocol.fixedpoint import dequantise
 from protocol.manifest import TaskManifest

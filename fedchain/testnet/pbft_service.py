@@ -21,7 +21,7 @@ from consensus.committee import REPLICA_KINDS
 from consensus.messages import Domain, Instance
 from consensus.pbft import Decide, Node, Replica, SilentReplica
 from consensus.tcp import ThreadedTcpNode
-from fedchain.netem import pbft_peers
+from fedchain.testnet.netem import pbft_peers
 from protocol.errors import ConsensusError, ContractRevert
 
 

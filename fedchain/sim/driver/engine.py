@@ -166,7 +166,7 @@ class RayEngine:
     on 127.0.0.1; :meth:`close` shuts it down. With ``address`` (``HOST:PORT`` of a head
     node's GCS, or ``auto``) the engine joins that cluster and only disconnects on
     :meth:`close`. Every node of a cluster needs this project installed with the same pins
-    (``make setup``): tasks import :mod:`fedchain.driver.engine` there. Nothing is
+    (``make setup``): tasks import :mod:`fedchain.sim.driver.engine` there. Nothing is
     downloaded at run time (no ``runtime_env``).
     """
 

@@ -1,11 +1,11 @@
 """The in-process round driver behind ``fedchain demo`` and ``fedchain run``.
 
-:class:`Demo` composes the pieces of :mod:`fedchain.driver`: it deploys the task
-(:mod:`~fedchain.driver.deployment`), builds the nodes and the PBFT committee, runs the block
-loop (:mod:`~fedchain.driver.loop`) with disputes (:mod:`~fedchain.driver.disputes`) and
-fault records (:mod:`~fedchain.driver.faults`), and writes the run directory: ``rounds.jsonl``
-and ``summary.json`` (:mod:`~fedchain.driver.records`) and the live ``events.jsonl``
-(:mod:`~fedchain.driver.events`).
+:class:`Demo` composes the pieces of :mod:`fedchain.sim.driver`: it deploys the task
+(:mod:`~fedchain.sim.driver.deployment`), builds the nodes and the PBFT committee, runs the block
+loop (:mod:`~fedchain.sim.driver.loop`) with disputes (:mod:`~fedchain.sim.driver.disputes`) and
+fault records (:mod:`~fedchain.sim.driver.faults`), and writes the run directory: ``rounds.jsonl``
+and ``summary.json`` (:mod:`~fedchain.sim.driver.records`) and the live ``events.jsonl``
+(:mod:`~fedchain.sim.driver.events`).
 """
 
 from __future__ import annotations
@@ -27,17 +27,17 @@ from consensus.committee import Committee
 from consensus.memnet import NetConfig
 from consensus.messages import Instance
 from fedchain.config import DemoConfig
-from fedchain.driver.deployment import deploy, federated_data, privacy_plan
-from fedchain.driver.disputes import DisputeDriver
-from fedchain.driver.engine import make_engine
-from fedchain.driver.events import EventLog, emit_stakes
-from fedchain.driver.faults import FaultLog
-from fedchain.driver.fleet import ClientFleet
-from fedchain.driver.loop import BlockLoop
-from fedchain.driver.private import PrivateDriver
-from fedchain.driver.records import RoundRecorder, build_summary
 from fedchain.private_view import SecAggView
-from fedchain.scenario import Collusion, Scenario, rule_simulator
+from fedchain.sim.driver.deployment import deploy, federated_data, privacy_plan
+from fedchain.sim.driver.disputes import DisputeDriver
+from fedchain.sim.driver.engine import make_engine
+from fedchain.sim.driver.events import EventLog, emit_stakes
+from fedchain.sim.driver.faults import FaultLog
+from fedchain.sim.driver.fleet import ClientFleet
+from fedchain.sim.driver.loop import BlockLoop
+from fedchain.sim.driver.private import PrivateDriver
+from fedchain.sim.driver.records import RoundRecorder, build_summary
+from fedchain.sim.scenario import Collusion, Scenario, rule_simulator
 from protocol.errors import ConfigError, FedchainError
 from protocol.fixedpoint import dequantise
 from protocol.metrics import PhaseClock, Progress

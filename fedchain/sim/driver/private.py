@@ -20,8 +20,8 @@ from adapters.contract import Phase, TaskContract
 from adapters.privacy_records import KINDS, SignedRecord
 from clients.node import ClientNode
 from fedchain.config import RECORD_BATCH
-from fedchain.driver.events import EventLog
 from fedchain.private_view import SecAggClient, SecAggView
+from fedchain.sim.driver.events import EventLog
 from protocol.errors import ContractRevert, FedchainError
 from protocol.metrics import PhaseClock
 

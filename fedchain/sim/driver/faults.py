@@ -16,7 +16,7 @@ from adapters.contract import Phase, TaskContract
 from adapters.storage import ContentStore, has_digest
 from aggregators.behaviours import Behaviour
 from aggregators.node import AggregatorEvent, AggregatorNode
-from fedchain.driver.events import EventLog
+from fedchain.sim.driver.events import EventLog
 from protocol.metrics import PhaseClock
 
 

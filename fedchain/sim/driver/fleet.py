@@ -7,7 +7,7 @@ all of them, reads the registered updates once when a round starts collecting, a
 the round collects it:
 
 1. fetches the global state once (verified against its on-chain digest),
-2. hands the round's trainings to the :mod:`~fedchain.driver.engine` in waves, and
+2. hands the round's trainings to the :mod:`~fedchain.sim.driver.engine` in waves, and
 3. lets each :class:`~clients.node.ClientNode` publish its own result and sign its update
    record (:meth:`~clients.node.ClientNode.finish_round` with a relay), in client order,
 4. and relays the signed records in batches of ``batch`` (``submitUpdates``, sent by the
@@ -36,7 +36,7 @@ from adapters.contract import CollectionClosed, Phase, RoundNotOpen, TaskContrac
 from adapters.records import SignedUpdate, batch_gas_limit
 from adapters.storage import ContentStore
 from clients.node import ClientEvent, ClientNode, fetch_global_params
-from fedchain.driver.engine import ModelSpec, TrainingEngine, TrainJob
+from fedchain.sim.driver.engine import ModelSpec, TrainingEngine, TrainJob
 from protocol.errors import ContractRevert
 from protocol.manifest import TaskManifest
 from protocol.metrics import PhaseClock, Progress

@@ -1,4 +1,6 @@
-"""One fedchain node as its own OS process: ``python -m fedchain.node --testnet FILE --name N``.
+"""One fedchain node as its own OS process.
+
+``python -m fedchain.testnet.node --testnet FILE --name N``.
 
 The process holds only its own key. It reaches the others solely through the chain's
 JSON-RPC endpoint, content storage (an IPFS daemon, or a shared store directory) and, for
@@ -77,7 +79,7 @@ class NodeProcess:
         from clients.models import build_model
         from clients.node import ClientNode
         from clients.training import TrainConfig
-        from fedchain.runner import federated_data
+        from fedchain.sim.runner import federated_data
 
         train, _, parts = federated_data(self.cfg)
         index = int(self.entry["index"])
@@ -147,7 +149,7 @@ class NodeProcess:
             behaviour=behaviour,
             private=self.private_view,
         )
-        from fedchain.pbft_service import PbftService
+        from fedchain.testnet.pbft_service import PbftService
 
         self.replica = PbftService.for_node(self.spec, self.entry, self.node, self.account)
 
@@ -213,7 +215,7 @@ def _detail(ev: Any) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m fedchain.node",
+        prog="python -m fedchain.testnet.node",
         description="Run one testnet node (client or aggregator) as its own process.",
     )
     parser.add_argument("--testnet", required=True, help="the testnet.json written by up")

@@ -7,5 +7,5 @@
 * :mod:`.records` — the per-round record (``rounds.jsonl``) and ``summary.json``;
 * :mod:`.events` — the live event log (``events.jsonl``) the dashboard follows.
 
-:class:`fedchain.runner.Demo` composes them.
+:class:`fedchain.sim.runner.Demo` composes them.
 """
