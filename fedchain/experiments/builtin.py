@@ -330,6 +330,7 @@ BUILTINS: dict[str, Callable[[bool], ExperimentSpec]] = {
     "robustness-fmnist-tau": study.robustness_fmnist_tau,
     "clients-control": study.clients_control,
     "clients-centralized": study.clients_centralized,
+    "recovery-real": study.recovery_real,
 }
 
 

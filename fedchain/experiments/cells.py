@@ -399,6 +399,17 @@ def _recovery_kind() -> CellKind:
     )
 
 
+def _recovery_real_kind() -> CellKind:
+    from fedchain.experiments import inversion_real
+
+    return CellKind(
+        "recovery-real",
+        inversion_real.check_params,
+        inversion_real.run_recovery_real,
+        ("psnr", "ssim", "prior_psnr", "psnr_over_prior", "label_accuracy", "matching_loss"),
+    )
+
+
 CELL_KINDS: dict[str, Callable[[], CellKind]] = {
     "fedchain": lambda: CellKind(
         "fedchain",
@@ -423,6 +434,7 @@ CELL_KINDS: dict[str, Callable[[], CellKind]] = {
         "accuracy_per_epoch",
     ),
     "recovery": _recovery_kind,
+    "recovery-real": _recovery_real_kind,
 }
 
 
