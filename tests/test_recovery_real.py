@@ -54,3 +54,17 @@ def test_recovery_real_cells_are_checked() -> None:
         check_params({"model": "cnn"}, label)
     with pytest.raises(ConfigError, match="epochs"):
         check_params({"epochs": 0}, label)
+
+
+def test_recovery_real_quick_grid_runs_as_an_experiment(tmp_path: Path) -> None:
+    """The recovery-real builtin runs through the experiment machinery (rows, summary)."""
+    from fedchain.experiments.builtin import builtin
+    from fedchain.experiments.execute import run_experiment
+    from protocol.metrics import Progress
+
+    spec = builtin("recovery-real", quick=True)
+    result = run_experiment(spec, tmp_path / "rr", progress=Progress(quiet=True), quick=True)
+    assert result.status == "finished"
+    assert {r["epochs"] for r in result.rows} == {1, 10}
+    assert all("prior_psnr" in r and "matching_loss" in r for r in result.rows)
+    assert (tmp_path / "rr" / "summary.md").is_file()
