@@ -331,6 +331,8 @@ BUILTINS: dict[str, Callable[[bool], ExperimentSpec]] = {
     "clients-control": study.clients_control,
     "clients-centralized": study.clients_centralized,
     "recovery-real": study.recovery_real,
+    "privacy-controls": study.privacy_controls,
+    "privacy-clip-only": study.privacy_clip_only,
 }
 
 

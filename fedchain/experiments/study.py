@@ -29,6 +29,8 @@ __all__ = [
     "STUDY_RULES",
     "clients_centralized",
     "clients_control",
+    "privacy_clip_only",
+    "privacy_controls",
     "recovery_real",
     "robustness_fmnist",
     "robustness_fmnist_clip",
@@ -255,6 +257,65 @@ def recovery_real(quick: bool) -> ExperimentSpec:
         ),
         metric="psnr",
         plots=(PlotSpec("bars", x="epochs", series="round", metrics=("psnr", "prior_psnr")),),
+    )
+
+
+#: A trusted aggregator's central DP, measured with fedchain's distributed DP: with no
+#: dropout margin the Skellam noise of the sum is exactly what the budget needs for the
+#: sum of K clipped updates - the noise a central curator would add (Skellam for Gaussian).
+CENTRAL_DP = "ddp+secagg(clip_norm=10.0, dropout_fraction=0.0)"
+#: Clip-only points: the local-DP clip with a negligible noise multiplier (1e-4), so the
+#: cost of clipping alone is separated from the cost of noise at the same clip.
+CLIP_ONLY = (
+    'ldp(dp_mechanism="gaussian", clip_norm=10.0, noise_multiplier=0.0001)',
+    'ldp(dp_mechanism="laplace", clip_norm=150.0, noise_multiplier=0.0001)',
+)
+
+
+def _privacy_fixed() -> dict[str, Any]:
+    return {
+        "dataset": "mixture",
+        "model": "logreg",
+        "target_delta": 1e-5,
+        "clients": 200,
+        "rounds": 1,
+        "aggregators": 1,
+        "attest_window": 0,
+        "challenge_window": 1,
+    }
+
+
+def privacy_controls(quick: bool) -> ExperimentSpec:
+    """The privacy experiment's controls: the central-DP line (``CENTRAL_DP``) over
+    epsilon, at the same L2 clip (10) as the local-DP Gaussian and DDP lines."""
+    fixed = {**_privacy_fixed(), **({"clients": 40} if quick else {})}
+    return ExperimentSpec(
+        name="privacy-controls",
+        kind="fedchain",
+        fixed=fixed,
+        axes={
+            "privacy": (CENTRAL_DP,),
+            "target_epsilon": (8.0,) if quick else (8.0, 4.0, 2.0, 1.0, 0.5),
+        },
+        seeds=tuple(range(1 if quick else 3)),
+        title="Central DP (trusted aggregator) at the local-DP lines' clip",
+        metric="final_accuracy",
+        plots=(PlotSpec("lines", x="target_epsilon", series="privacy", logx=True),),
+    )
+
+
+def privacy_clip_only(quick: bool) -> ExperimentSpec:
+    """Clip-only points at the privacy experiment's clips (L2 10, L1 150)."""
+    fixed = {**_privacy_fixed(), **({"clients": 40} if quick else {})}
+    return ExperimentSpec(
+        name="privacy-clip-only",
+        kind="fedchain",
+        fixed=fixed,
+        axes={"privacy": CLIP_ONLY},
+        seeds=tuple(range(1 if quick else 3)),
+        title="Clipping alone (noise multiplier 1e-4) at the privacy experiment's clips",
+        metric="final_accuracy",
+        plots=(PlotSpec("bars", x="privacy", metrics=("final_accuracy",)),),
     )
 
 
