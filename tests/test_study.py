@@ -120,3 +120,16 @@ def test_rounds_jsonl_logs_krum_selection_and_nnm_neighbourhoods(tmp_path: Path)
         if rule == "nnm+krum":
             hoods = selection["nnm_neighbours"]
             assert len(hoods) == 7 and all(len(h) == 6 for h in hoods)
+
+
+def test_rules_can_be_told_a_larger_f_than_the_real_one() -> None:
+    """assumed_byzantine sets what Krum/NNM/trimmed mean are told; 'true' is the real f."""
+    from fedchain.experiments.cells import demo_config
+    from protocol.errors import ConfigError
+
+    base = {"clients": 20, "byzantine": 0.1, "rule": "nnm+trimmed_mean"}
+    assert demo_config(base, 0, "r", "n").rule_params == {"f": 2, "beta": 0.1}
+    told = demo_config({**base, "assumed_byzantine": 0.3}, 0, "r", "n").rule_params
+    assert told == {"f": 6, "beta": 0.3}
+    with pytest.raises(ConfigError, match="assumed_byzantine"):
+        demo_config({**base, "assumed_byzantine": "more"}, 0, "r", "n")

@@ -54,6 +54,8 @@ FEDCHAIN_EXTRA: dict[str, Any] = {
     "attack": str,
     "byzantine": int | float,
     "collusion": str,
+    # what the rules are told f is (count or fraction; "true": the real byzantine count)
+    "assumed_byzantine": int | float | str,
 }
 FEDCHAIN_DEFAULTS: dict[str, Any] = {
     "attack": "none",
@@ -83,7 +85,12 @@ def _rule_params(params: Mapping[str, Any], clients: int) -> dict[str, Any]:
     from aggregators.registry import get_rule_class
 
     rule = str(params.get("rule", "fedavg"))
-    f = byzantine_count(params.get("byzantine", 0), clients)
+    assumed = params.get("assumed_byzantine", "true")
+    if isinstance(assumed, str):
+        if assumed != "true":
+            raise ConfigError(f"assumed_byzantine = {assumed!r}: a count, a fraction or 'true'")
+        assumed = params.get("byzantine", 0)
+    f = byzantine_count(assumed, clients)
     try:
         names = {s.name for s in get_rule_class(rule).param_specs}
     except FedchainError:

@@ -34,6 +34,7 @@ __all__ = [
     "recovery_real",
     "robustness_fmnist",
     "robustness_fmnist_clip",
+    "robustness_fmnist_sweep",
     "robustness_fmnist_tau",
     "robustness_fmnist_val",
     "worst_case_table",
@@ -138,6 +139,29 @@ def robustness_fmnist(quick: bool) -> ExperimentSpec:
         "attack": STUDY_ATTACKS,
     }
     return _spec("robustness-fmnist", {**STUDY_FIXED, "alpha": 0.1}, axes, 5)
+
+
+def robustness_fmnist_sweep(quick: bool) -> ExperimentSpec:
+    """The rest of the issue's grid: heterogeneity alpha in {1, 0.3, 0.1}, f in {10 %,
+    20 %}, and rules told a larger f (30 %) than the real one; 3 seeds (it is large)."""
+    axes = {
+        "alpha": (1.0, 0.3, 0.1),
+        "byzantine": (0.1, 0.2),
+        "assumed_byzantine": ("true", 0.3),
+        "rule": STUDY_RULES,
+        "attack": STUDY_ATTACKS,
+    }
+    if quick:
+        axes = {
+            "alpha": (0.3,),
+            "byzantine": (0.1,),
+            "assumed_byzantine": (0.3,),
+            "rule": ("nnm+median",),
+            "attack": ("alie",),
+        }
+    fixed = {**STUDY_FIXED, "partition": "dirichlet"}
+    fixed.pop("byzantine")
+    return _spec("robustness-fmnist-sweep", fixed, axes, 1 if quick else 3)
 
 
 def robustness_fmnist_val(quick: bool) -> ExperimentSpec:
