@@ -133,3 +133,30 @@ def test_rules_can_be_told_a_larger_f_than_the_real_one() -> None:
     assert told == {"f": 6, "beta": 0.3}
     with pytest.raises(ConfigError, match="assumed_byzantine"):
         demo_config({**base, "assumed_byzantine": "more"}, 0, "r", "n")
+
+
+@pytest.mark.parametrize(
+    ("rule", "params"),
+    [("bucketing+geomedian", {"s": 2}), ("arc+centered_clip", {"f": 1, "tau": 0.5})],
+)
+def test_new_defences_are_re_executed_by_every_other_aggregator(
+    tmp_path: Path, rule: str, params: dict
+) -> None:
+    """On the embedded chain, the second aggregator re-executes the new defences bit for
+    bit and agrees with the submitted aggregate; the round finalizes without a dispute."""
+    cfg = DemoConfig(
+        clients=6,
+        rounds=1,
+        epochs=1,
+        aggregators=2,
+        rule=rule,
+        rule_params=params,
+        out=str(tmp_path),
+        name=rule.replace("+", "-"),
+    )
+    result = Demo(cfg, Progress(quiet=True)).run()
+    record = json.loads((result.run_dir / "rounds.jsonl").read_text().splitlines()[0])
+    assert record["finalized"] and record["verifiers_agreeing"] == 1
+    assert not record["faulty_finalized"]
+    if rule.startswith("bucketing"):
+        assert sorted(record["selection"]["bucket_order"]) == record["included"]
