@@ -11,8 +11,7 @@ PYTEST_ARGS ?=
 # Every package is type-checked strictly.
 MYPY_TARGETS := protocol adapters privacy aggregators consensus clients fedchain
 
-# (data, reference: issue 23)
-.PHONY: data reference setup setup-python setup-node setup-browser setup-slither demo dashboard test lint typecheck slither pytest compile compile-check clean
+.PHONY: setup setup-python setup-node setup-browser setup-slither demo dashboard test lint typecheck slither pytest compile compile-check clean
 
 setup: setup-python setup-node setup-browser
 
@@ -80,6 +79,8 @@ compile-check: setup
 clean:
 	rm -rf runs .pytest_cache .mypy_cache .ruff_cache .hypothesis crytic-export
 
+
+.PHONY: data reference
 
 ## Fashion-MNIST (Debian's dataset-fashion-mnist, IDX files under /usr/share/datasets/).
 data:
