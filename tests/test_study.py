@@ -160,3 +160,27 @@ def test_new_defences_are_re_executed_by_every_other_aggregator(
     assert not record["faulty_finalized"]
     if rule.startswith("bucketing"):
         assert sorted(record["selection"]["bucket_order"]) == record["included"]
+
+
+def test_every_issue_23_grid_is_valid_and_its_figures_have_metrics() -> None:
+    """Each study grid passes the experiment checks, and every figure draws a metric."""
+    from fedchain.experiments.builtin import builtin
+    from fedchain.experiments.cells import validate_spec
+
+    names = [
+        "robustness-fmnist",
+        "robustness-fmnist-val",
+        "robustness-fmnist-tau",
+        "robustness-fmnist-clip",
+        "robustness-fmnist-sweep",
+        "clients-control",
+        "clients-centralized",
+        "recovery-real",
+        "privacy-controls",
+        "privacy-clip-only",
+    ]
+    for name in names:
+        for quick in (True, False):
+            spec = builtin(name, quick)
+            validate_spec(spec)
+            assert spec.plots and all(p.metrics for p in spec.plots), name

@@ -324,7 +324,15 @@ def privacy_controls(quick: bool) -> ExperimentSpec:
         seeds=tuple(range(1 if quick else 3)),
         title="Central DP (trusted aggregator) at the local-DP lines' clip",
         metric="final_accuracy",
-        plots=(PlotSpec("lines", x="target_epsilon", series="privacy", logx=True),),
+        plots=(
+            PlotSpec(
+                "lines",
+                x="target_epsilon",
+                series="privacy",
+                metrics=("final_accuracy",),
+                logx=True,
+            ),
+        ),
     )
 
 
