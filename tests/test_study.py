@@ -173,6 +173,7 @@ def test_every_issue_23_grid_is_valid_and_its_figures_have_metrics() -> None:
         "robustness-fmnist-tau",
         "robustness-fmnist-clip",
         "robustness-fmnist-sweep",
+        "robustness-fmnist-probe",
         "clients-control",
         "clients-centralized",
         "recovery-real",

@@ -329,6 +329,7 @@ BUILTINS: dict[str, Callable[[bool], ExperimentSpec]] = {
     "robustness-fmnist-clip": study.robustness_fmnist_clip,
     "robustness-fmnist-tau": study.robustness_fmnist_tau,
     "robustness-fmnist-sweep": study.robustness_fmnist_sweep,
+    "robustness-fmnist-probe": study.robustness_fmnist_probe,
     "clients-control": study.clients_control,
     "clients-centralized": study.clients_centralized,
     "recovery-real": study.recovery_real,

@@ -34,6 +34,7 @@ __all__ = [
     "recovery_real",
     "robustness_fmnist",
     "robustness_fmnist_clip",
+    "robustness_fmnist_probe",
     "robustness_fmnist_sweep",
     "robustness_fmnist_tau",
     "robustness_fmnist_val",
@@ -162,6 +163,25 @@ def robustness_fmnist_sweep(quick: bool) -> ExperimentSpec:
     fixed = {**STUDY_FIXED, "partition": "dirichlet"}
     fixed.pop("byzantine")
     return _spec("robustness-fmnist-sweep", fixed, axes, 1 if quick else 3)
+
+
+def robustness_fmnist_probe(quick: bool) -> ExperimentSpec:
+    """An early look at Dirichlet alpha = 0.1 while the headline grid runs IID first: four
+    rules with and without NNM under four attacks, seed 0 (same setting as the headline)."""
+    axes = {
+        "rule": ("median", "nnm+median", "krum", "nnm+krum"),
+        "attack": (
+            "none",
+            "alie",
+            "inner_product_manipulation(epsilon=0.1)",
+            "alie_opt",
+            "min_max",
+        ),
+    }
+    if quick:
+        axes = {"rule": ("nnm+median",), "attack": ("alie",)}
+    fixed = {**STUDY_FIXED, "partition": "dirichlet", "alpha": 0.1}
+    return _spec("robustness-fmnist-probe", fixed, axes, 1)
 
 
 def robustness_fmnist_val(quick: bool) -> ExperimentSpec:
