@@ -13,7 +13,7 @@ MYPY_TARGETS := protocol adapters privacy aggregators consensus clients fedchain
 
 .PHONY: setup setup-python setup-node setup-browser setup-slither demo dashboard docs docs-check test lint typecheck slither forge-test pytest compile compile-check clean
 
-setup: setup-python setup-node setup-browser
+setup: setup-python setup-node setup-browser data reference
 
 setup-python: $(STAMP)
 $(STAMP): requirements.lock pyproject.toml
@@ -104,3 +104,14 @@ compile-check: setup
 
 clean:
 	rm -rf runs .pytest_cache .mypy_cache .ruff_cache .hypothesis crytic-export .forge
+
+
+.PHONY: data reference
+
+## Fashion-MNIST (Debian's dataset-fashion-mnist, IDX files under /usr/share/datasets/).
+data:
+	scripts/install_data.sh
+
+## ByzFL, the float reference the defence tests compare with (no dependencies pulled in).
+reference: setup-python
+	$(PY) -m pip install --disable-pip-version-check -q --no-deps -r requirements-reference.lock

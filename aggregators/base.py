@@ -116,6 +116,9 @@ class AggregationOutput:
     params: NDArray[np.int64]  # (d,) new global params (fit int32)
     state: dict[str, NDArray[Any]]  # new server-optimiser state ({} for stateless rules)
     selected: tuple[int, ...] | None = None  # rows a selection rule kept (Krum...), for reports
+    #: what a pre-aggregator did (NNM neighbourhoods, bucket order, ARC's clipped rows), in
+    #: row indices, for reports (``rounds.jsonl``'s ``selection``); never part of the state
+    details: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ Private rounds (docs/privacy.md) keep that property:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -188,6 +188,8 @@ def _plain_round(
         )
         if out.selected is not None:
             selected = tuple(included[i] for i in out.selected)
+        if out.details:
+            notes["selection"] = _to_clients(out.details, included)
         clip = _next_clip(spec, previous, ones, len(rows), notes)
         new_state = GlobalState(round_, out.params, dict(out.state), clip)
     return _result(layout, round_, new_state, included, excluded, selected, carried, notes)
@@ -248,6 +250,17 @@ def _mean_delta(
     mean = np.asarray(div_round_half_even(total, count), dtype=np.int64)
     # honest updates are within the bound, so is their mean; anything else saturates
     return np.clip(mean, -fmt.value_bound, fmt.value_bound)
+
+
+def _to_clients(details: Mapping[str, Any], included: list[int]) -> dict[str, Any]:
+    """A pre-aggregator's row indices (``details``) as registered-update indices."""
+
+    def conv(v: Any) -> Any:
+        if isinstance(v, list):
+            return [conv(x) for x in v]
+        return included[int(v)]
+
+    return {k: v if k == "selected_buckets" else conv(v) for k, v in details.items()}
 
 
 def _enough(rule: AggregationRule, count: int) -> bool:

@@ -41,7 +41,13 @@ def register_rule(cls: type[AggregationRule]) -> type[AggregationRule]:
     return cls
 
 
-_RULE_MODULES = ("aggregators.fedavg", "aggregators.robust", "aggregators.server_opt")
+_RULE_MODULES = (
+    "aggregators.fedavg",
+    "aggregators.robust",
+    "aggregators.server_opt",
+    "aggregators.geomedian",
+    "aggregators.centered_clip",
+)
 
 
 def _ensure_loaded() -> None:
@@ -59,8 +65,14 @@ def available_rules() -> list[str]:
 
 
 def get_rule_class(name: str) -> type[AggregationRule]:
+    """The class of rule ``name``; ``PRE+...+RULE`` composes pre-aggregators with a rule
+    (``aggregators.preaggregation``: ``nnm``, ``bucketing``, ``clip``, ``arc``)."""
     _ensure_loaded()
     key = name.strip().lower()
+    if "+" in key:
+        from aggregators.preaggregation import composite_rule_class
+
+        return composite_rule_class(key, get_rule_class)
     try:
         return _RULES[key]
     except KeyError:

@@ -225,6 +225,21 @@ class AttackSpec:
     description: str
 
 
+def _adaptive_specs() -> tuple[AttackSpec, ...]:
+    """The issue-23 adaptive colluding attacks (:mod:`clients.adaptive_attacks`)."""
+    from clients import adaptive_attacks as a
+
+    return (
+        AttackSpec("min_max", "omniscient", a.min_max, "Shejwalkar & Houmansadr min-max"),
+        AttackSpec("min_sum", "omniscient", a.min_sum, "Shejwalkar & Houmansadr min-sum"),
+        AttackSpec("fang_trmean", "omniscient", a.fang_trmean, "Fang et al. vs trimmed mean"),
+        AttackSpec("fang_krum", "omniscient", a.fang_krum, "Fang et al. vs Krum"),
+        AttackSpec("alie_opt", "omniscient", a.alie_opt, "ALIE, z by line search vs the rule"),
+        AttackSpec("ipm_opt", "omniscient", a.ipm_opt, "IPM, epsilon by line search vs rule"),
+        AttackSpec("mimic", "omniscient", a.mimic, "copy one honest update"),
+    )
+
+
 CLIENT_ATTACKS: dict[str, AttackSpec] = {
     spec.name: spec
     for spec in (
@@ -239,6 +254,7 @@ CLIENT_ATTACKS: dict[str, AttackSpec] = {
             inner_product_manipulation,
             "send -epsilon * mean of honest deltas",
         ),
+        *_adaptive_specs(),
     )
 }
 
@@ -299,6 +315,7 @@ def colluding_update(
     *,
     num_colluders: int,
     num_clients: int,
+    aggregate: Callable[[Any], Any] | None = None,
     **params: Any,
 ) -> Delta:
     """The one update all ``num_colluders`` colluders send in the papers' collusion model.
@@ -317,6 +334,8 @@ def colluding_update(
     if "num_byzantine" in accepted and "z" not in call:
         call.setdefault("num_byzantine", int(num_colluders))
         call.setdefault("num_clients", int(num_clients))
+    if "aggregate" in accepted and aggregate is not None and "aggregate" not in call:
+        call["aggregate"] = aggregate  # the deployed rule, for attacks that search against it
     result = apply_attack(name, honest_deltas=honest_deltas, **call)
     assert isinstance(result, dict)
     return result

@@ -25,13 +25,17 @@ from protocol.errors import ConfigError
 
 __all__ = [
     "DATASETS",
+    "FASHION_MNIST_DIR",
     "MNIST_PATH_ENV",
     "PARTITIONS",
+    "VALIDATION_SEED",
     "Dataset",
     "label_histograms",
     "label_skew",
     "load_dataset",
     "load_digits",
+    "load_fashion_mnist",
+    "load_fashion_mnist_validation",
     "load_mnist_idx",
     "make_mixture",
     "make_synthetic",
@@ -41,6 +45,7 @@ __all__ = [
     "partition_shards",
     "read_idx",
     "stratified_split",
+    "stratified_subset",
 ]
 
 FloatArray = npt.NDArray[np.float32]
@@ -362,11 +367,68 @@ def load_mnist_idx(
     return train, test
 
 
+#: Where Debian's ``dataset-fashion-mnist`` package puts the four IDX files (``make data``).
+FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
+FASHION_MNIST_ENV = "FEDCHAIN_FASHION_MNIST_PATH"
+#: The validation split's fixed data seed: the same 10,000 training images are held out
+#: in every run, whatever the run's seed (which only draws the partition and the models).
+VALIDATION_SEED = 20_230
+VALIDATION_SIZE = 10_000
+
+
+def _fashion_splits(path: str | os.PathLike[str] | None) -> tuple[Dataset, Dataset, Dataset]:
+    if path is None:
+        path = os.environ.get(FASHION_MNIST_ENV, FASHION_MNIST_DIR)
+    if not Path(path).is_dir():
+        raise ConfigError(
+            f"Fashion-MNIST directory {path} does not exist: run `make data` (installs "
+            f"Debian's dataset-fashion-mnist) or set {FASHION_MNIST_ENV}"
+        )
+    full, test = load_mnist_idx(path)
+    train_idx, val_idx = stratified_split(full.y, VALIDATION_SIZE / len(full), VALIDATION_SEED)
+    return full.subset(np.sort(train_idx)), full.subset(np.sort(val_idx)), test
+
+
+def load_fashion_mnist(
+    path: str | os.PathLike[str] | None = None, seed: int = 0
+) -> tuple[Dataset, Dataset]:
+    """Fashion-MNIST (Xiao et al. 2017): the official training set *minus* the validation
+    split (50,000 images) and the official test set (10,000). ``seed`` is unused: the
+    validation split is fixed (:data:`VALIDATION_SEED`). Files: ``path``, else
+    ``$FEDCHAIN_FASHION_MNIST_PATH``, else :data:`FASHION_MNIST_DIR`."""
+    train, _, test = _fashion_splits(path)
+    return train, test
+
+
+def load_fashion_mnist_validation(
+    path: str | os.PathLike[str] | None = None, seed: int = 0
+) -> tuple[Dataset, Dataset]:
+    """Fashion-MNIST for choosing hyperparameters: the same training images as
+    :func:`load_fashion_mnist` and, instead of the test set, the validation split (10,000
+    training images, stratified by class, :data:`VALIDATION_SEED`; never trained on)."""
+    train, val, _ = _fashion_splits(path)
+    return train, val
+
+
+def stratified_subset(labels: npt.ArrayLike, size: int, seed: int) -> IntArray:
+    """``size`` sample indices (sorted) keeping each class's proportion, drawn with
+    ``seed`` (:func:`stratified_split`'s rule); all of them when ``size`` is not smaller."""
+    y = np.asarray(labels)
+    if size >= y.shape[0]:
+        return np.arange(y.shape[0], dtype=np.int64)
+    if size < 1:
+        raise ConfigError(f"a subset needs at least one sample, got {size}")
+    _, keep = stratified_split(y, size / y.shape[0], seed)
+    return np.sort(keep)
+
+
 DATASETS: dict[str, Callable[..., tuple[Dataset, Dataset]]] = {
     "digits": load_digits,
     "synthetic": make_synthetic,
     "mixture": make_mixture,
     "mnist": load_mnist_idx,
+    "fashion": load_fashion_mnist,
+    "fashion-val": load_fashion_mnist_validation,
 }
 
 

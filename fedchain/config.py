@@ -78,6 +78,9 @@ class DemoConfig:
     store: str | None = None
     max_blocks: int = 100_000
     data_path: str | None = None
+    #: keep a class-stratified subset of this many training samples (drawn with a fixed
+    #: data seed, the same in every run) before partitioning; None: all of them
+    train_samples: int | None = None
     engine: str = "sequential"
     ray_address: str | None = None
     ray_cpus: int | None = None
@@ -181,7 +184,7 @@ class DemoConfig:
                 raise bad(key, "must be at least 1")
         if self.aggregators < MIN_COMMITTEE:
             raise bad("aggregators", COMMITTEE_BOUND)
-        for key in ("epochs", "batch_size"):
+        for key in ("epochs", "batch_size", "train_samples"):
             if getattr(self, key) is not None and getattr(self, key) < 1:
                 raise bad(key, "must be at least 1")
         if self.attest_window < 0:

@@ -210,6 +210,13 @@ def test_registry_and_apply_attack(honest: list[Delta]) -> None:
         "gaussian_noise",
         "alie",
         "inner_product_manipulation",
+        "min_max",
+        "min_sum",
+        "fang_trmean",
+        "fang_krum",
+        "alie_opt",
+        "ipm_opt",
+        "mimic",
     }
     assert {s.kind for s in CLIENT_ATTACKS.values()} == {"data", "delta", "omniscient"}
     d = honest[0]

@@ -109,11 +109,13 @@ def test_build_model_is_seeded_and_leaves_global_rng_alone() -> None:
 
 def test_build_model_errors() -> None:
     with pytest.raises(ConfigError, match="unknown model"):
-        build_model("resnet", (1, 8, 8), 10)
+        build_model("vgg", (1, 8, 8), 10)
     with pytest.raises(ConfigError):
         build_model("cnn", (64,), 10)
     with pytest.raises(ConfigError):
         build_model("cnn", (1, 3, 3), 10)
+    with pytest.raises(ConfigError, match="resnet"):
+        build_model("resnet", (64,), 10)
     with pytest.raises(ConfigError):
         build_model("mlp", (0,), 10)
     with pytest.raises(ConfigError):

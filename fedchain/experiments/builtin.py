@@ -24,6 +24,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from fedchain.experiments import study
 from fedchain.experiments.grid import ExperimentSpec, PlotSpec
 from fedchain.experiments.plots import value_label
 from fedchain.experiments.stats import describe, group_rows
@@ -324,6 +325,17 @@ BUILTINS: dict[str, Callable[[bool], ExperimentSpec]] = {
     "clients": clients,
     "recovery": recovery,
     "models": models,
+    "robustness-fmnist": study.robustness_fmnist,
+    "robustness-fmnist-val": study.robustness_fmnist_val,
+    "robustness-fmnist-clip": study.robustness_fmnist_clip,
+    "robustness-fmnist-tau": study.robustness_fmnist_tau,
+    "robustness-fmnist-sweep": study.robustness_fmnist_sweep,
+    "robustness-fmnist-probe": study.robustness_fmnist_probe,
+    "clients-control": study.clients_control,
+    "clients-centralized": study.clients_centralized,
+    "recovery-real": study.recovery_real,
+    "privacy-controls": study.privacy_controls,
+    "privacy-clip-only": study.privacy_clip_only,
 }
 
 

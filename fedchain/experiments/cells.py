@@ -54,6 +54,8 @@ FEDCHAIN_EXTRA: dict[str, Any] = {
     "attack": str,
     "byzantine": int | float,
     "collusion": str,
+    # what the rules are told f is (count or fraction; "true": the real byzantine count)
+    "assumed_byzantine": int | float | str,
 }
 FEDCHAIN_DEFAULTS: dict[str, Any] = {
     "attack": "none",
@@ -80,13 +82,25 @@ def _rule_params(params: Mapping[str, Any], clients: int) -> dict[str, Any]:
     given = params.get("rule_params")
     if given:
         return dict(given)
+    from aggregators.registry import get_rule_class
+
     rule = str(params.get("rule", "fedavg"))
-    f = byzantine_count(params.get("byzantine", 0), clients)
-    if rule in ("krum", "multikrum", "bulyan"):
-        return {"f": f}
-    if rule == "trimmed_mean" and f:
-        return {"beta": f / clients}
-    return {}
+    assumed = params.get("assumed_byzantine", "true")
+    if isinstance(assumed, str):
+        if assumed != "true":
+            raise ConfigError(f"assumed_byzantine = {assumed!r}: a count, a fraction or 'true'")
+        assumed = params.get("byzantine", 0)
+    f = byzantine_count(assumed, clients)
+    try:
+        names = {s.name for s in get_rule_class(rule).param_specs}
+    except FedchainError:
+        return {}  # an unknown rule: the configuration's check names it
+    out: dict[str, Any] = {}
+    if "f" in names:  # Krum, Multi-Krum, Bulyan, and the NNM/ARC pre-aggregators
+        out["f"] = f
+    if "beta" in names and f:  # the trimmed mean (alone or after a pre-aggregator)
+        out["beta"] = f / clients
+    return out
 
 
 def _privacy_fields() -> tuple[str, ...]:
@@ -327,6 +341,23 @@ def run_fedchain(params: Mapping[str, Any], seed: int, unit_dir: Path) -> dict[s
     return fedchain_metrics(result.summary)
 
 
+#: Rounds of every accuracy curve that count as warm-up (``min_after_warmup`` skips them).
+WARMUP_ROUNDS = 3
+#: The tail ``last_k_accuracy`` averages (issue 23: a single final round swings).
+LAST_K = 5
+
+
+def curve_metrics(series: list[float | None]) -> dict[str, float | None]:
+    """Per-curve statistics: the mean of the last :data:`LAST_K` values, the minimum after
+    :data:`WARMUP_ROUNDS` and the final value (None for an empty curve)."""
+    values = [float(v) for v in series if v is not None]
+    if not values:
+        return {"last5_accuracy": None, "min_after_warmup": None}
+    tail = values[-LAST_K:]
+    after = values[WARMUP_ROUNDS:] or values[-1:]
+    return {"last5_accuracy": sum(tail) / len(tail), "min_after_warmup": min(after)}
+
+
 def fedchain_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
     """A cell's metrics, read from a run's ``summary.json`` only."""
     rounds = int(summary["rounds_finalized"])
@@ -342,6 +373,7 @@ def fedchain_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
         "gas_per_round": round_gas / rounds if rounds else None,
         "total_gas": int(summary["total_gas"]),
         "accuracy_per_round": list(summary["accuracy_per_round"]),
+        **curve_metrics(list(summary["accuracy_per_round"])),
     }
 
 
@@ -374,12 +406,30 @@ def _recovery_kind() -> CellKind:
     )
 
 
+def _recovery_real_kind() -> CellKind:
+    from fedchain.experiments import inversion_real
+
+    return CellKind(
+        "recovery-real",
+        inversion_real.check_params,
+        inversion_real.run_recovery_real,
+        ("psnr", "ssim", "prior_psnr", "psnr_over_prior", "label_accuracy", "matching_loss"),
+    )
+
+
 CELL_KINDS: dict[str, Callable[[], CellKind]] = {
     "fedchain": lambda: CellKind(
         "fedchain",
         _check_fedchain,
         run_fedchain,
-        ("final_accuracy", "final_loss", "seconds_per_round", "gas_per_round"),
+        (
+            "final_accuracy",
+            "last5_accuracy",
+            "min_after_warmup",
+            "final_loss",
+            "seconds_per_round",
+            "gas_per_round",
+        ),
         "accuracy_per_round",
         effective_fedchain,
     ),
@@ -391,6 +441,7 @@ CELL_KINDS: dict[str, Callable[[], CellKind]] = {
         "accuracy_per_epoch",
     ),
     "recovery": _recovery_kind,
+    "recovery-real": _recovery_real_kind,
 }
 
 

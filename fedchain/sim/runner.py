@@ -38,7 +38,7 @@ from fedchain.sim.driver.fleet import ClientFleet
 from fedchain.sim.driver.loop import BlockLoop
 from fedchain.sim.driver.private import PrivateDriver
 from fedchain.sim.driver.records import RoundRecorder, build_summary
-from fedchain.sim.scenario import Collusion, Scenario
+from fedchain.sim.scenario import Collusion, Scenario, rule_simulator
 from protocol.errors import ConfigError, FedchainError
 from protocol.fixedpoint import dequantise
 from protocol.metrics import PhaseClock, Progress
@@ -121,6 +121,7 @@ class Demo:
             [a.address for a in self.client_accounts],
             self._observe,
             cfg.clients,
+            rule_simulator(cfg.rule, cfg.rule_params, cfg.frac_bits, cfg.clip),
         )
         self.clients = [
             d.make_client(i, self.clock, collusion=self.collusion, ready=self._others_registered)

@@ -46,6 +46,7 @@ Unknown keys are errors, so a typo never silently runs the honest scenario.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import typing
@@ -444,9 +445,12 @@ class Collusion:
         addresses: typing.Sequence[str],
         observe: Observe,
         num_clients: int,
+        aggregate: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> None:
         self.observe = observe
         self.num_clients = int(num_clients)
+        #: the deployed rule as attackers simulate it (adaptive attacks search against it)
+        self.aggregate = aggregate
         omniscient = {i: b for i, b in behaviours.items() if b.omniscient}
         self.colluders = frozenset(addresses[i] for i in omniscient)
         self.group_size: dict[str, int] = {}
@@ -485,11 +489,52 @@ class Collusion:
                 named,
                 num_colluders=self.group_size[self._group(attack)],
                 num_clients=self.num_clients,
+                aggregate=self.aggregate,
                 **dict(attack.params),
             )
             self._cache = {k: v for k, v in self._cache.items() if k[0] == round_}
             self._cache[key] = layout.flatten(vector).astype(np.float64)
         return self._cache[key].copy()
+
+
+def rule_simulator(
+    rule: str, rule_params: Mapping[str, Any], frac_bits: int, clip: float
+) -> Callable[[np.ndarray], np.ndarray]:
+    """The task's rule as an attacker runs it on candidate updates: quantised like a
+    client's payload (``clip``, ``frac_bits``), aggregated bit-exactly from a zero global
+    model, dequantised. Rules that need more updates than given return the plain mean."""
+    from aggregators.base import AggregationInput
+    from aggregators.registry import make_rule
+    from protocol.errors import FedchainError
+    from protocol.fixedpoint import dequantise, quantise
+
+    agg = make_rule(rule, dict(rule_params))
+    bound = round(clip * 2**frac_bits)
+
+    def run(vectors: np.ndarray) -> np.ndarray:
+        q = quantise(vectors, frac_bits, bound).astype(np.int32)
+        try:
+            out = agg.aggregate(
+                AggregationInput(
+                    np.zeros(q.shape[1], np.int64),
+                    q,
+                    np.ones(q.shape[0], np.int64),
+                    frac_bits=frac_bits,
+                    value_bound=bound,
+                )
+            )
+        except FedchainError:
+            return np.asarray(vectors.mean(axis=0))
+        return np.asarray(dequantise(out.params, frac_bits), dtype=np.float64)
+
+    return run
+
+
+def round_seed(seed: int, round_: int) -> int:
+    """A randomised client attack's seed in ``round_``: 63 bits of SHA-256 of the client's
+    seed and the round, so every round (and every client) draws new noise."""
+    digest = hashlib.sha256(f"fedchain/attack-seed/{int(seed)}/{int(round_)}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
 
 
 def client_attack_hooks(
@@ -542,14 +587,16 @@ def client_attack_hooks(
             return delta if crafted is None else crafted  # nothing to imitate: honest
 
         return data, omniscient_hook, None
-    if "seed" in inspect.signature(spec.fn).parameters and "seed" not in params:
-        params["seed"] = seed
+    fresh = "seed" in inspect.signature(spec.fn).parameters and "seed" not in params
 
     def delta_hook(round_: int, delta: np.ndarray) -> np.ndarray:
         if not attack.active(round_):
             return delta
         named = layout.unflatten(delta.astype(np.float32))
-        out = apply_attack(attack.attack, delta=named, **params)
+        call = dict(params)
+        if fresh:  # a randomised attack draws fresh randomness every round (issue 23)
+            call["seed"] = round_seed(seed, round_)
+        out = apply_attack(attack.attack, delta=named, **call)
         assert isinstance(out, dict)
         return layout.flatten(out).astype(np.float64)
 

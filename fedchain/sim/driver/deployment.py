@@ -32,7 +32,14 @@ from aggregators.behaviours import HONEST, Behaviour
 from aggregators.key_holder import KeyHolderNode
 from aggregators.node import AggregatorNode
 from aggregators.registry import make_rule, rule_id
-from clients.data import DATASETS, Dataset, load_dataset, partition
+from clients.data import (
+    DATASETS,
+    VALIDATION_SEED,
+    Dataset,
+    load_dataset,
+    partition,
+    stratified_subset,
+)
 from clients.models import build_model, get_params, param_spec
 from clients.node import ClientNode, PrivatePayloads
 from clients.training import TrainConfig, default_training
@@ -86,6 +93,8 @@ def federated_data(cfg: DemoConfig) -> tuple[Dataset, Dataset, list[np.ndarray]]
     except ConfigError as exc:
         where = f"--data-path {cfg.data_path!r}" if cfg.data_path else f"--dataset {cfg.dataset!r}"
         raise ConfigError(f"{where}: {exc}") from exc
+    if cfg.train_samples is not None:
+        train = train.subset(stratified_subset(train.y, cfg.train_samples, VALIDATION_SEED))
     options = {"alpha": cfg.alpha} if cfg.partition == "dirichlet" else {}
     try:
         parts = partition(

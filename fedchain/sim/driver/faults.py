@@ -46,6 +46,7 @@ class FaultLog:
         self.attestations: dict[int, dict[str, Any]] = {}
         #: the honest re-execution's privacy notes per round (clip norms, dropped peers, ...)
         self.privacy_notes: dict[int, dict[str, Any]] = {}
+        self.selections: dict[int, dict[str, Any]] = {}
         self._attesting: set[int] = set()
 
     def attempt(self, round_: int, attempt: int) -> dict[str, Any]:
@@ -84,7 +85,16 @@ class FaultLog:
                 honest = self.oracle.compute(ev.round)[0]
             honest_digest = honest.digest
             self.honest_digests[ev.round] = honest_digest
-            self.privacy_notes[ev.round] = honest.notes
+            notes = dict(honest.notes)
+            selection = notes.pop("selection", {})
+            self.privacy_notes[ev.round] = notes
+            if honest.selected is not None or selection:
+                # which updates a selection rule kept (Krum, Multi-Krum, Bulyan) and what a
+                # pre-aggregator did (NNM neighbourhoods...), in registered-update indices
+                self.selections[ev.round] = {
+                    "selected": list(honest.selected) if honest.selected is not None else None,
+                    **selection,
+                }
             available = has_digest(self.store, bytes.fromhex(ev.detail["digest"]))
             rec.update(
                 aggregator=node.address,

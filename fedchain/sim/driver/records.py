@@ -129,6 +129,9 @@ class RoundRecorder:
             "updates_registered": self.task.update_count(round_),
             "included": final.get("included", []),
             "excluded": final.get("excluded", {}),
+            # the honest re-execution's selection (Krum/Multi-Krum/Bulyan rows kept, NNM
+            # neighbourhoods, bucket order, ARC's clipped rows); null for other rules
+            "selection": self.faults.selections.get(round_) if finalized else None,
             "verifiers_agreeing": sum(
                 1
                 for agg in aggregators

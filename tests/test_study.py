@@ -1,0 +1,187 @@
+"""Issue 23: Fashion-MNIST's validation split, the study's statistics, and per-round
+selections in rounds.jsonl (a real run on the embedded chain)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clients.data import (
+    FASHION_MNIST_DIR,
+    VALIDATION_SIZE,
+    load_dataset,
+    stratified_subset,
+)
+from fedchain.config import DemoConfig
+from fedchain.experiments.cells import curve_metrics
+from fedchain.experiments.study import worst_case_table
+from fedchain.sim.runner import Demo
+from fedchain.sim.scenario import ClientBehaviour, Scenario
+from protocol.metrics import Progress
+
+
+def _write_idx(path: Path, arr: np.ndarray, code: int) -> None:
+    header = bytes([0, 0, code, arr.ndim]) + b"".join(struct.pack(">I", d) for d in arr.shape)
+    path.write_bytes(gzip.compress(header + arr.astype(arr.dtype.newbyteorder(">")).tobytes()))
+
+
+@pytest.fixture()
+def fake_fashion(tmp_path: Path) -> Path:
+    """Fashion-MNIST-shaped IDX files: 12,000 training and 50 test images."""
+    rng = np.random.default_rng(0)
+    n = VALIDATION_SIZE + 2000
+    _write_idx(
+        tmp_path / "train-images-idx3-ubyte.gz", rng.integers(0, 256, (n, 4, 4), np.uint8), 8
+    )
+    _write_idx(tmp_path / "train-labels-idx1-ubyte.gz", (np.arange(n) % 10).astype(np.uint8), 8)
+    _write_idx(
+        tmp_path / "t10k-images-idx3-ubyte.gz", rng.integers(0, 256, (50, 4, 4), np.uint8), 8
+    )
+    _write_idx(tmp_path / "t10k-labels-idx1-ubyte.gz", (np.arange(50) % 10).astype(np.uint8), 8)
+    return tmp_path
+
+
+def _keys(ds) -> set[bytes]:
+    return {row.tobytes() + bytes([int(y)]) for row, y in zip(ds.x, ds.y, strict=True)}
+
+
+def test_validation_split_is_held_out_stratified_and_fixed(fake_fashion: Path) -> None:
+    """The validation images are never training images, every class keeps its share, the
+    split does not depend on the run's seed, and fashion/fashion-val train on the same set."""
+    train, val = load_dataset("fashion-val", path=str(fake_fashion), seed=0)
+    train2, test = load_dataset("fashion", path=str(fake_fashion), seed=5)
+    _, val5 = load_dataset("fashion-val", path=str(fake_fashion), seed=5)
+    assert len(val) == VALIDATION_SIZE and len(train) == 2000 and len(test) == 50
+    assert np.array_equal(train.x, train2.x) and np.array_equal(val.x, val5.x)
+    assert not _keys(train) & _keys(val)
+    assert np.bincount(val.y, minlength=10).tolist() == [VALIDATION_SIZE // 10] * 10
+
+
+def test_train_samples_subset_is_stratified_and_seed_free() -> None:
+    """train_samples keeps each class's share, drawn with the fixed data seed."""
+    y = np.arange(1000) % 10
+    a = stratified_subset(y, 200, 1)
+    assert np.array_equal(a, stratified_subset(y, 200, 1)) and len(a) == 200
+    assert np.bincount(y[a]).tolist() == [20] * 10
+    assert len(stratified_subset(y, 5000, 1)) == 1000
+
+
+@pytest.mark.skipif(not Path(FASHION_MNIST_DIR).is_dir(), reason="make data not run")
+def test_real_fashion_mnist_from_the_debian_package() -> None:
+    """make data's files: 50,000 training, 10,000 validation and 10,000 test images."""
+    train, val = load_dataset("fashion-val")
+    _, test = load_dataset("fashion")
+    assert (len(train), len(val), len(test)) == (50_000, 10_000, 10_000)
+    assert train.input_shape == (1, 28, 28)
+
+
+def test_curve_metrics_and_the_worst_case_over_attacks() -> None:
+    """Last-5 mean, minimum after warm-up; the headline names the worst attack."""
+    m = curve_metrics([0.1, 0.2, 0.3, 0.9, 0.5, 0.6, 0.7, 0.8])
+    assert m["last5_accuracy"] == pytest.approx((0.9 + 0.5 + 0.6 + 0.7 + 0.8) / 5)
+    assert m["min_after_warmup"] == 0.5
+    rows = [
+        {"partition": "iid", "rule": "median", "attack": a, "last5_accuracy": v}
+        for a, vals in {"none": [0.8, 0.82], "alie": [0.5, 0.6], "sign_flip": [0.7, 0.7]}.items()
+        for v in vals
+    ]
+    (row,) = worst_case_table(rows)
+    assert row["worst_attack"] == "alie" and row["worst_mean"] == pytest.approx(0.55)
+    assert row["worst_n"] == 2 and row["clean"] == pytest.approx(0.81)
+    assert row["worst_ci95"] > 0
+
+
+def test_rounds_jsonl_logs_krum_selection_and_nnm_neighbourhoods(tmp_path: Path) -> None:
+    """A real run (embedded chain): rounds.jsonl names the update Krum kept and, for
+    nnm+krum, every update's NNM neighbourhood (registered-update indices)."""
+    for rule in ("krum", "nnm+krum"):
+        cfg = DemoConfig(
+            clients=7,
+            rounds=1,
+            epochs=1,
+            aggregators=1,
+            attest_window=0,
+            challenge_window=1,
+            rule=rule,
+            rule_params={"f": 1},
+            out=str(tmp_path),
+            name=rule.replace("+", "-"),
+        )
+        bad = {6: ClientBehaviour("sign_flip", {"scale": 4.0})}
+        result = Demo(cfg, Progress(quiet=True), scenario=Scenario(cfg, clients=bad)).run()
+        record = json.loads((result.run_dir / "rounds.jsonl").read_text().splitlines()[0])
+        selection = record["selection"]
+        assert len(selection["selected"]) == 1 and selection["selected"][0] in record["included"]
+        if rule == "nnm+krum":
+            hoods = selection["nnm_neighbours"]
+            assert len(hoods) == 7 and all(len(h) == 6 for h in hoods)
+
+
+def test_rules_can_be_told_a_larger_f_than_the_real_one() -> None:
+    """assumed_byzantine sets what Krum/NNM/trimmed mean are told; 'true' is the real f."""
+    from fedchain.experiments.cells import demo_config
+    from protocol.errors import ConfigError
+
+    base = {"clients": 20, "byzantine": 0.1, "rule": "nnm+trimmed_mean"}
+    assert demo_config(base, 0, "r", "n").rule_params == {"f": 2, "beta": 0.1}
+    told = demo_config({**base, "assumed_byzantine": 0.3}, 0, "r", "n").rule_params
+    assert told == {"f": 6, "beta": 0.3}
+    with pytest.raises(ConfigError, match="assumed_byzantine"):
+        demo_config({**base, "assumed_byzantine": "more"}, 0, "r", "n")
+
+
+@pytest.mark.parametrize(
+    ("rule", "params"),
+    [("bucketing+geomedian", {"s": 2}), ("arc+centered_clip", {"f": 1, "tau": 0.5})],
+)
+def test_new_defences_are_re_executed_by_every_other_aggregator(
+    tmp_path: Path, rule: str, params: dict
+) -> None:
+    """On the embedded chain, the second aggregator re-executes the new defences bit for
+    bit and agrees with the submitted aggregate; the round finalizes without a dispute."""
+    cfg = DemoConfig(
+        clients=6,
+        rounds=1,
+        epochs=1,
+        aggregators=2,
+        rule=rule,
+        rule_params=params,
+        out=str(tmp_path),
+        name=rule.replace("+", "-"),
+    )
+    result = Demo(cfg, Progress(quiet=True)).run()
+    record = json.loads((result.run_dir / "rounds.jsonl").read_text().splitlines()[0])
+    assert record["finalized"] and record["verifiers_agreeing"] == 1
+    assert not record["faulty_finalized"]
+    if rule.startswith("bucketing"):
+        assert sorted(record["selection"]["bucket_order"]) == record["included"]
+
+
+def test_every_issue_23_grid_is_valid_and_its_figures_have_metrics() -> None:
+    """Each study grid passes the experiment checks, and every figure draws a metric."""
+    from fedchain.experiments.builtin import builtin
+    from fedchain.experiments.cells import validate_spec
+
+    names = [
+        "robustness-fmnist",
+        "robustness-fmnist-val",
+        "robustness-fmnist-tau",
+        "robustness-fmnist-clip",
+        "robustness-fmnist-sweep",
+        "robustness-fmnist-probe",
+        "clients-control",
+        "clients-centralized",
+        "recovery-real",
+        "privacy-controls",
+        "privacy-clip-only",
+    ]
+    for name in names:
+        for quick in (True, False):
+            spec = builtin(name, quick)
+            validate_spec(spec)
+            assert spec.plots and all(p.metrics for p in spec.plots), name
