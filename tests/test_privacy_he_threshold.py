@@ -143,7 +143,7 @@ def test_an_he_demo_decrypts_with_t_of_n_committee_members(tmp_path: Any) -> Non
 
     cfg = DemoConfig(
         clients=4,
-        aggregators=3,
+        aggregators=4,
         rounds=2,
         epochs=1,
         out=str(tmp_path),
@@ -156,7 +156,7 @@ def test_an_he_demo_decrypts_with_t_of_n_committee_members(tmp_path: Any) -> Non
     summary = demo.run().summary
     assert summary["rounds_finalized"] == 2 and not summary["safety_violated"]
     dep = demo.deployment
-    assert dep.key_holder is None and len(dep.decryptors) == 3
+    assert dep.key_holder is None and len(dep.decryptors) == 4
     spec = dep.privacy
     assert spec.he_threshold_key and spec.he_key_holder is None
     records = task_records(dep.task, dep.manifest)
@@ -170,8 +170,8 @@ def test_he_threshold_option_is_checked() -> None:
     from fedchain.sim.runner import DemoConfig
 
     with pytest.raises(ConfigError, match="--he-threshold"):
-        DemoConfig(privacy="he", aggregators=3, he_threshold=1).validate()
+        DemoConfig(privacy="he", aggregators=4, he_threshold=1).validate()
     with pytest.raises(ConfigError, match="--he-threshold"):
-        DemoConfig(privacy="he", aggregators=3, he_threshold=4).validate()
+        DemoConfig(privacy="he", aggregators=4, he_threshold=5).validate()
     with pytest.raises(ConfigError, match="--he-threshold"):
         DemoConfig(privacy="secagg", he_threshold=2).validate()

@@ -35,6 +35,8 @@ def test_available_rules_contains_core() -> None:
         "median",
         "trimmed_mean",
         "bulyan",
+        "geomedian",
+        "centered_clip",
     }
 
 

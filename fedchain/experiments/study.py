@@ -70,7 +70,7 @@ STUDY_FIXED: dict[str, Any] = {
     # the always-on fixed-point saturation: every coordinate in [-4, 4] (declared)
     "clip": 4.0,
     "frac_bits": 16,
-    "aggregators": 1,
+    "aggregators": 4,
     "attest_window": 0,
     "challenge_window": 1,
 }
@@ -240,7 +240,7 @@ def clients_control(quick: bool) -> ExperimentSpec:
         "epochs": 1,
         "batch_size": 32,
         "model": "mlp",
-        "aggregators": 1,
+        "aggregators": 4,
         "attest_window": 0,
         "challenge_window": 1,
     }
@@ -323,7 +323,7 @@ def _privacy_fixed() -> dict[str, Any]:
         "target_delta": 1e-5,
         "clients": 200,
         "rounds": 1,
-        "aggregators": 1,
+        "aggregators": 4,
         "attest_window": 0,
         "challenge_window": 1,
     }

@@ -34,7 +34,7 @@ def test_secure_aggregation_can_hide_the_sample_counts(tmp_path: Path) -> None:
     """numSamples public: each client's local dataset size is on-chain in every mode."""
     cfg = DemoConfig(
         clients=4,
-        aggregators=3,
+        aggregators=4,
         rounds=1,
         epochs=1,
         out=str(tmp_path),
