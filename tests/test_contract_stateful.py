@@ -414,7 +414,7 @@ class TaskMachine(RuleBasedStateMachine):
             # the slashed ones do not count (issue 20: nor do they void the rest): one live
             # signer short of the quorum
             slashed = [a for a in members if a.address in self.slashed]
-            signers = [*slashed, *live[: self.quorum - 1]]
+            signers = sorted([*slashed, *live[: self.quorum - 1]], key=lambda a: int(a.address, 16))
             sigs, error = self.sigs(signers, r, attempt, digest, faulty), (QuorumNotReached,)
         else:  # stale: signed for an earlier attempt, or an earlier view's opposite verdict
             stale_attempt = attempt - 1 if attempt > 0 else attempt + 1
