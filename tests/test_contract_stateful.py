@@ -420,6 +420,10 @@ class TaskMachine(RuleBasedStateMachine):
             stale_attempt = attempt - 1 if attempt > 0 else attempt + 1
             sigs = self.sigs(live[: self.quorum], r, stale_attempt, digest, faulty)
             error = (SignerNotMember, QuorumNotReached)
+        if len(live) < self.quorum - 1:
+            # more than f slashed: even the live signers plus the bad one fall short, and the
+            # contract may say so first
+            error = (*error, QuorumNotReached)
         if self.next_block() > info.dispute_deadline:
             error = (*error, DisputeTimedOut)
         before = (self.task.balance(), self.task.round_info(r))
@@ -662,8 +666,12 @@ class TestTaskMachine(TaskMachine.TestCase):  # type: ignore[name-defined,misc]
         base()
 
 
+# derandomize: CI explores the same 15 programs every run, so a red run is reproducible and
+# never the luck of a seed; wider exploration runs by hand with --hypothesis-seed and more
+# examples (three seeds of 60 programs each passed when this was set).
 TestTaskMachine.settings = settings(
     max_examples=15,
+    derandomize=True,
     stateful_step_count=20,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
