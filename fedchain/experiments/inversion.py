@@ -102,18 +102,26 @@ def parse_defence(text: str) -> dict[str, Any]:
     return out
 
 
-def check_params(params: Mapping[str, Any], label: Callable[[str, Any], str]) -> None:
-    """Check a recovery cell's parameters (one-line ``ConfigError`` naming the key)."""
+def check_known_keys(
+    params: Mapping[str, Any], keys: Mapping[str, type], label: Callable[[str, Any], str]
+) -> None:
+    """Every key of a recovery cell (but ``kind``) is one of ``keys`` and of its type
+    (one-line ``ConfigError`` naming the key); shared by both recovery experiments."""
     from fedchain.config import value_matches
 
     for key, value in params.items():
         if key == "kind":
             continue
-        if key not in KEYS:
-            raise ConfigError(f"{label(key, value)}: unknown setting; allowed: {sorted(KEYS)}")
-        if not value_matches(value, KEYS[key]):
-            word = {str: "a string", int: "an integer", float: "a number"}[KEYS[key]]
+        if key not in keys:
+            raise ConfigError(f"{label(key, value)}: unknown setting; allowed: {sorted(keys)}")
+        if not value_matches(value, keys[key]):
+            word = {str: "a string", int: "an integer", float: "a number"}[keys[key]]
             raise ConfigError(f"{label(key, value)}: expected {word}")
+
+
+def check_params(params: Mapping[str, Any], label: Callable[[str, Any], str]) -> None:
+    """Check a recovery cell's parameters (one-line ``ConfigError`` naming the key)."""
+    check_known_keys(params, KEYS, label)
     try:
         parse_defence(str(params.get("defence", "none")))
     except ConfigError as exc:

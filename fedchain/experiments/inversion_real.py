@@ -65,17 +65,11 @@ DEFAULTS: dict[str, Any] = {
 
 def check_params(params: Mapping[str, Any], label: Callable[[str, Any], str]) -> None:
     """Check a ``recovery-real`` cell (one-line ``ConfigError`` naming the key)."""
-    from fedchain.config import value_matches
+    from fedchain.experiments.inversion import check_known_keys
 
+    check_known_keys(params, KEYS, label)
     for key, value in params.items():
-        if key == "kind":
-            continue
-        if key not in KEYS:
-            raise ConfigError(f"{label(key, value)}: unknown setting; allowed: {sorted(KEYS)}")
-        if not value_matches(value, KEYS[key]):
-            word = {str: "a string", int: "an integer", float: "a number"}[KEYS[key]]
-            raise ConfigError(f"{label(key, value)}: expected {word}")
-        if KEYS[key] is int and int(value) < 1:
+        if key != "kind" and KEYS[key] is int and int(value) < 1:
             raise ConfigError(f"{label(key, value)}: must be >= 1")
     if params.get("model", "mlp") not in ("logreg", "mlp"):
         raise ConfigError(f"{label('model', params.get('model'))}: expected logreg or mlp")
