@@ -370,6 +370,11 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     ///      `credits(address(0))` is the total burned.
     address internal constant _BURN = address(0);
 
+    // Slither's uninitialized-state (here and at `_rounds`) analyses TaskDisputes on its own:
+    // these variables are written by FedChainTask (`start`, `registerAggregator`, the round
+    // functions), and TaskDisputes only ever runs on the task's storage (DELEGATECALL from the
+    // task; `onlyDelegated` refuses any other context).
+    // slither-disable-start uninitialized-state
     // One slot: what every round transaction reads first.
     uint64 internal _currentRound; // 0 before start; stays at numRounds after completion
     bool internal _started;
@@ -378,6 +383,7 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     uint32 internal _clientCount;
 
     address[] internal _aggregators;
+    // slither-disable-end uninitialized-state
     // Slither's uninitialized-state does not follow writes through storage references
     // (`AggregatorState storage info = _aggregatorState[a]; info.registered = true;`), which is
     // how these mappings are written.
@@ -394,6 +400,7 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     ///      for the round in its tag (ClientRecords), so the words are reused round after round.
     mapping(uint256 word => uint256) internal _updateWords;
 
+    // slither-disable-next-line uninitialized-state
     mapping(uint256 round => RoundState) internal _rounds;
     /// @dev The update accumulators of the current and the previous round, at index
     ///      round % 2, each XORed with `_ACCUMULATOR_MARK` so that an empty list is not a zero

@@ -17,6 +17,11 @@ import {FedChainTaskStorage} from "./FedChainTaskStorage.sol";
 ///         task forwards its calldata unchanged.
 /// @dev    Called directly, each function reverts with `NotDelegated`: the module's own
 ///         storage is never used (it would be an unstarted task's anyway).
+// Slither's locked-ether: `challenge` is payable because the task forwards its msg.value
+// (the challenge bond) with the DELEGATECALL; that value is the task's balance (and its
+// `credits`), never this contract's: called directly, `onlyDelegated` reverts, so no ether
+// can reach this contract.
+// slither-disable-next-line locked-ether
 contract TaskDisputes is FedChainTaskStorage {
     /// @notice A TaskDisputes function was called other than by DELEGATECALL from its task.
     error NotDelegated();
