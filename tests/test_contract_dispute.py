@@ -638,7 +638,8 @@ def test_dispute_gas(task_factory: Any, n: int, signers: int) -> None:
 
 def _created_address(creator: str, nonce: int) -> str:
     """CREATE address of a contract's ``nonce``-th creation (nonce < 128)."""
-    from eth_utils import keccak, to_checksum_address
+    from eth_utils.address import to_checksum_address
+    from eth_utils.crypto import keccak
 
     assert 0 < nonce < 0x80
     rlp = b"\xd6\x94" + bytes.fromhex(creator[2:]) + bytes([nonce])
@@ -650,7 +651,7 @@ def test_disputes_module_refuses_direct_calls(task_factory: Any) -> None:
     (nonce 2). Called directly rather than by the task's DELEGATECALL, every state-changing
     function of the module reverts NotDelegated, so its own storage is never written and no
     ether can reach it; through the task the same call works (the dispute tests above)."""
-    from eth_utils import keccak
+    from eth_utils.crypto import keccak
 
     from adapters.compile import artifact_path
     from adapters.contract.artifact import load_artifact
