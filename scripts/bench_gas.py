@@ -190,6 +190,95 @@ def issue20_rows() -> list[tuple[str, int]]:
     return rows
 
 
+def issue22_hook_rows() -> list[tuple[str, int]]:
+    """Issue 22's hooks on a task bound to FaultGames (K = 5 updates, d = 778, FedAvg): the
+    claimed submission, finalize with a settled claim, rejectRefuted and
+    slashRefutedCertificate (3 signers, n = 4). Round data and claims as in the fault-proof
+    tests (tests/fault_support.py). Skipped on a checkout without the hooks."""
+    if not hasattr(TaskContract, "set_fault_games"):
+        return []
+    from web3.logs import DISCARD
+
+    from adapters.faultproof import FaultGamesContract, OneStepContract
+    from aggregators.faultproof import StepRule
+    from protocol.merkle import ChunkTree
+    from tests.fault_support import BOND, CLAIM_BOND, CLOCK, VB, faulty, make_round
+
+    rows: list[tuple[str, int]] = []
+    r = make_round(StepRule.of("fedavg"))
+    k = len(r.ups)
+
+    def setup_hooked() -> tuple[Chain, TaskContract, Any, list[Any], FaultGamesContract]:
+        chain = Chain.embedded(num_accounts=1 + 4 + k + 2)
+        owner, rest = chain.accounts[0], chain.accounts[1:]
+        aggs, clients = rest[:4], rest[4 : 4 + k]
+        cfg = TaskConfig(**{**BASE, "min_updates": k, "max_updates": k, "submit_timeout": 10})
+        task = TaskContract.deploy(chain, owner, cfg)
+        one = OneStepContract.deploy(chain, owner)
+        games = FaultGamesContract.deploy(chain, owner, one.address, CLOCK, BOND)
+        for a in aggs:
+            task.register_aggregator(a)
+        for c in clients:
+            task.register_client(c)
+        task.set_fault_games(owner, games.address, ChunkTree(r.prev).root)
+        task.start(owner)
+        for i, c in enumerate(clients):
+            task.submit_update(c, 1, dg(("u", i)), r.weights[i])
+        return chain, task, owner, aggs, games
+
+    def claim(games: FaultGamesContract, who: Any, state: Any) -> int:
+        rule = (r.rule.rule_id, r.rule.beta_num, r.rule.beta_den)
+        params = (*rule, len(r.prev), 8, VB, ChunkTree(r.prev).root, ChunkTree(state).root)
+        receipt = games.tx(who, "postClaim", params, r.records(), value=CLAIM_BOND)
+        ev = games.contract.events.ClaimPosted().process_receipt(receipt, errors=DISCARD)
+        return int(ev[0]["args"]["claimId"])
+
+    chain, task, owner, aggs, games = setup_hooked()
+    sub = next(a for a in aggs if a.address == task.current_aggregator().address)
+    cid = claim(games, sub, r.honest())
+    rows.append(
+        (
+            "submitAggregateWithClaim (fault-proof task)",
+            gas(task.submit_aggregate_with_claim(sub, 1, dg("agg"), cid)),
+        )
+    )
+    chain.mine(9)
+    rows.append(("finalize, settled claim (opens the next round)", gas(task.finalize(owner, 1))))
+
+    chain, task, owner, aggs, games = setup_hooked()
+    sub = next(a for a in aggs if a.address == task.current_aggregator().address)
+    claimed = faulty(r, j=3)
+    cid = claim(games, sub, claimed)
+    task.submit_aggregate_with_claim(sub, 1, dg("agg"), cid)
+    honest = next(a for a in aggs if a != sub)
+    colluders = sorted((a for a in aggs if a != honest), key=lambda a: int(a.address, 16))
+    task.challenge(honest, 1)
+    dom = Domain(chain.chain_id, task.address)
+    sh = verdict_struct_hash(1, 0, dg("agg"), False, 0)
+    sigs = [sign_struct(a, dom, sh) for a in colluders]
+    task.resolve_dispute(owner, 1, 0, False, 0, sigs)
+    challenger = chain.accounts[-1]
+    receipt = games.tx(challenger, "openLeaf", cid, 3, value=BOND)
+    gid = int(
+        games.contract.events.GameOpened().process_receipt(receipt, errors=DISCARD)[0]["args"][
+            "gameId"
+        ]
+    )
+    tree = ChunkTree(claimed)
+    games.tx(sub, "revealLeaf", gid, tree.leaves[3], tree.proof(3))
+    games.tx(challenger, "prove", gid, r.step(3))
+    rows.append(
+        ("rejectRefuted (submitter slashed, attempt + 1)", gas(task.reject_refuted(owner, 1)))
+    )
+    rows.append(
+        (
+            "slashRefutedCertificate, 3 signatures, 2 slashed (n=4)",
+            gas(task.slash_refuted_certificate(owner, 1, 0, dg("agg"), 0, sigs)),
+        )
+    )
+    return rows
+
+
 def main() -> None:
     rows: list[tuple[str, int]] = issue20_rows()
     for n in (4, 10):
@@ -243,6 +332,7 @@ def main() -> None:
                 gas(task.slash_equivocation(aggs[2], *proof.contract_args())),
             )
         )
+    rows += issue22_hook_rows()
     targeted = registration_rows()
     print("| operation | gas | target | met |")
     print("|---|---|---|---|")
