@@ -425,7 +425,7 @@ contract FedChainTask is FedChainTaskStorage {
     ///      On a fault-proof task (`setFaultGames`) use `submitAggregateWithClaim`.
     function submitAggregate(uint256 round, bytes32 digest) external payable {
         // INVARIANT: a fault-proof task's aggregates are all bound to a claim.
-        if (address(_faultGames) != address(0)) revert ClaimRequired(round);
+        if (_faultProof) revert ClaimRequired(round);
         _submitAggregate(round, digest);
     }
 
@@ -473,12 +473,11 @@ contract FedChainTask is FedChainTaskStorage {
         // INVARIANT: challenges are allowed iff block.number <= challengeDeadline, so
         // finalization waits until the window has fully passed.
         if (block.number <= challengeDeadline) revert ChallengeWindowOpen(round, challengeDeadline);
-        IFaultGamesHook games = _faultGames;
-        if (address(games) != address(0)) {
+        if (_faultProof) {
             uint256 claimId = (_boundClaims[round][rs.attempt] >> 192) - 1;
             // One view answers every hook; finalize needs three of its fields.
             // slither-disable-next-line unused-return
-            (,, bytes32 newRoot,,, bool isSettled, bool isRefuted) = games.claimHook(claimId);
+            (,, bytes32 newRoot,,, bool isSettled, bool isRefuted) = _faultGames.claimHook(claimId);
             // INVARIANT: an aggregate is final only once no game on its claim can refute it.
             if (!isSettled) revert ClaimUnsettled(round, claimId);
             // INVARIANT: a refuted aggregate is never finalized (`rejectRefuted` discards it).
@@ -508,7 +507,7 @@ contract FedChainTask is FedChainTaskStorage {
         if (rs.closeBlock != 0 || block.number <= timeoutBlock) revert CollectionNotTimedOut(round, timeoutBlock);
         bytes32 digest = round == 1 ? _initialModelDigest : _rounds[round - 1].aggregateDigest;
         // the state is carried forward, so is its chunk root (fault-proof tasks)
-        if (address(_faultGames) != address(0)) _stateRoots[round] = _stateRoots[round - 1];
+        if (_faultProof) _stateRoots[round] = _stateRoots[round - 1];
         rs.status = Phase.Finalized;
         rs.aggregateDigest = digest;
         emit RoundSkipped(round, rs.updateCount, digest);

@@ -452,6 +452,7 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     bool internal _completed; // also set by abortTask (see the TaskAborted event)
     uint16 internal _committeeSize; // frozen at start
     uint32 internal _clientCount;
+    bool internal _faultProof; // `_faultGames` is set (read here: PBFT-only tasks skip its slot)
 
     address[] internal _aggregators;
     // slither-disable-end uninitialized-state

@@ -177,6 +177,7 @@ contract TaskDisputes is FedChainTaskStorage {
         // INVARIANT: a fault-proof task names a games contract.
         if (games == address(0)) revert NoFaultGames();
         _faultGames = IFaultGamesHook(games);
+        _faultProof = true;
         _stateRoots[0] = initialStateRoot;
         emit FaultGamesSet(games, initialStateRoot);
     }
