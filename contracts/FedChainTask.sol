@@ -647,7 +647,8 @@ contract FedChainTask is FedChainTaskStorage {
     ///         (`submitAggregateWithClaim`), `finalize` waits until that claim is settled and
     ///         refuses a refuted one. `initialStateRoot` is the chunk root (protocol/merkle.py)
     ///         of the initial state, the previous root of round 1's claims. Owner only, once,
-    ///         before `start` (a task without it is PBFT only).
+    ///         before the first aggregator registers, so every member stakes knowing which
+    ///         games contract can get it slashed (a task without it is PBFT only).
     function setFaultGames(address games, bytes32 initialStateRoot) external {
         (games, initialStateRoot); // forwarded in msg.data
         _delegateToDisputes();

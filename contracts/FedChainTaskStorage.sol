@@ -245,7 +245,7 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     ///        signed by different members.
     error InvalidEvidence(uint8 reason);
     // fault-proof hooks (issue 22)
-    /// @notice `setFaultGames` after `start`, or a second time.
+    /// @notice `setFaultGames` once an aggregator registered, or a second time.
     error FaultGamesFixed();
     /// @notice A fault-proof call on a task without FaultGames (or a zero FaultGames address).
     error NoFaultGames();

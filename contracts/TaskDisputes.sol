@@ -172,8 +172,9 @@ contract TaskDisputes is FedChainTaskStorage {
 
     /// @notice Body of `FedChainTask.setFaultGames` (see its NatSpec), run by DELEGATECALL.
     function setFaultGames(address games, bytes32 initialStateRoot) external onlyOwner onlyDelegated {
-        // INVARIANT: the dispute mode is fixed before the task starts and never changes.
-        if (_started || address(_faultGames) != address(0)) revert FaultGamesFixed();
+        // INVARIANT: the dispute mode is fixed before anyone stakes on the task and never
+        // changes: a member joins knowing which games contract can get it slashed.
+        if (_aggregators.length != 0 || address(_faultGames) != address(0)) revert FaultGamesFixed();
         // INVARIANT: a fault-proof task names a games contract.
         if (games == address(0)) revert NoFaultGames();
         _faultGames = IFaultGamesHook(games);

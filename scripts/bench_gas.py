@@ -216,11 +216,11 @@ def issue22_hook_rows() -> list[tuple[str, int]]:
         task = TaskContract.deploy(chain, owner, cfg)
         one = OneStepContract.deploy(chain, owner)
         games = FaultGamesContract.deploy(chain, owner, one.address, CLOCK, BOND)
+        task.set_fault_games(owner, games.address, ChunkTree(r.prev).root)
         for a in aggs:
             task.register_aggregator(a)
         for c in clients:
             task.register_client(c)
-        task.set_fault_games(owner, games.address, ChunkTree(r.prev).root)
         task.start(owner)
         for i, c in enumerate(clients):
             task.submit_update(c, 1, dg(("u", i)), r.weights[i])

@@ -82,7 +82,8 @@ class DisputesMixin(ViewsMixin):
     # -- fault-proof hooks (issue 22; docs/fault-proof.md) ---------------------------------
 
     def set_fault_games(self, owner: LocalAccount, games: str, initial_state_root: bytes) -> Any:
-        """Bind the task to a ``FaultGames`` contract (owner only, once, before ``start``);
+        """Bind the task to a ``FaultGames`` contract (owner only, once, before the first
+        aggregator registers);
         ``initial_state_root`` is the chunk root (:mod:`protocol.merkle`) of the initial
         state. From then on aggregates go through :meth:`submit_aggregate_with_claim`."""
         root = _digest("initial_state_root", initial_state_root)

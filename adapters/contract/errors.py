@@ -447,7 +447,7 @@ class ZeroValue(TaskRevert):
 
 
 class FaultGamesFixed(TaskRevert):
-    """``setFaultGames`` after ``start`` or a second time."""
+    """``setFaultGames`` once an aggregator registered, or a second time."""
 
     error_name = "FaultGamesFixed"
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from web3.logs import DISCARD
 
+from adapters.chain import Chain
 from adapters.contract import (
     AggregateRefuted,
     CertificateAlreadySlashed,
@@ -29,11 +30,13 @@ from adapters.contract import (
     NoFaultGames,
     OwnableUnauthorizedAccount,
     Phase,
+    TaskConfig,
     TaskContract,
 )
 from adapters.faultproof import FaultGamesContract, OneStepContract
 from aggregators.faultproof import StepRule
 from protocol.merkle import ChunkTree
+from tests.conftest import DEFAULT_TASK_CONFIG, TaskSetup
 from tests.fault_support import BOND, CLAIM_BOND, CLOCK, VB, Round, faulty, make_round
 from tests.test_contract import BURN, bonds_held, chosen, dg, exec_at
 from tests.test_contract_dispute import by_address, sig_of
@@ -55,23 +58,32 @@ class Hooked:
 
 
 @pytest.fixture
-def h(task_factory: Any) -> Hooked:
-    s = task_factory(
-        n_aggregators=4,
-        n_clients=K,
-        start=False,
-        min_updates=K,
-        max_updates=K,
-        submit_timeout=10,
-        challenge_window=CHALLENGE_WINDOW,
+def h(chain: Chain) -> Hooked:
+    owner, rest = chain.accounts[0], chain.accounts[1:]
+    aggregators, clients = rest[:4], rest[4 : 4 + K]
+    config = TaskConfig(
+        **{
+            **DEFAULT_TASK_CONFIG,
+            "min_updates": K,
+            "max_updates": K,
+            "submit_timeout": 10,
+            "challenge_window": CHALLENGE_WINDOW,
+        }
     )
-    one = OneStepContract.deploy(s.chain, s.owner)
-    games = FaultGamesContract.deploy(s.chain, s.owner, one.address, CLOCK, BOND)
+    task = TaskContract.deploy(chain, owner, config)
+    one = OneStepContract.deploy(chain, owner)
+    games = FaultGamesContract.deploy(chain, owner, one.address, CLOCK, BOND)
     r = make_round(StepRule.of("fedavg"))
-    s.task.set_fault_games(s.owner, games.address, ChunkTree(r.prev).root)
-    s.task.start(s.owner)
-    for i, c in enumerate(s.clients):
-        s.task.submit_update(c, 1, dg(("u", i)), r.weights[i])
+    # fixed before anyone stakes on the task
+    task.set_fault_games(owner, games.address, ChunkTree(r.prev).root)
+    for a in aggregators:
+        task.register_aggregator(a)
+    for c in clients:
+        task.register_client(c)
+    task.start(owner)
+    for i, c in enumerate(clients):
+        task.submit_update(c, 1, dg(("u", i)), r.weights[i])
+    s = TaskSetup(chain, task, owner, aggregators, clients, rest[4 + K :])
     return Hooked(s, games, r)
 
 
@@ -287,20 +299,23 @@ def test_claim_window_must_cover_the_challenge_window(h: Hooked, slack: int, all
         assert info.value.error_args["reason"] == 4
 
 
-def test_fault_games_are_fixed_before_start(task_factory: Any) -> None:
-    s = task_factory(n_aggregators=4, n_clients=2, start=False)
+def test_fault_games_are_fixed_before_anyone_stakes(task_factory: Any) -> None:
+    s = task_factory(n_aggregators=0, n_clients=0, start=False)
+    member = s.spare[0]
     with pytest.raises(OwnableUnauthorizedAccount):
-        s.task.set_fault_games(s.aggregators[0], s.owner.address, b"\x01" * 32)
+        s.task.set_fault_games(member, s.owner.address, b"\x01" * 32)
     with pytest.raises(NoFaultGames):
         s.task.set_fault_games(s.owner, "0x" + "00" * 20, b"\x01" * 32)
     s.task.set_fault_games(s.owner, s.owner.address, b"\x01" * 32)
+    assert s.task.fault_games() == s.owner.address
+    assert s.task.state_root(0) == b"\x01" * 32
     with pytest.raises(FaultGamesFixed):
         s.task.set_fault_games(s.owner, s.owner.address, b"\x02" * 32)
-    s.task.start(s.owner)
-    # a PBFT-only task: no claims, no fault-proof calls
-    t = task_factory(n_aggregators=4, n_clients=2)
-    assert t.task.fault_games() == "0x" + "00" * 20
-    with pytest.raises(NoFaultGames):
-        t.task.submit_aggregate_with_claim(t.aggregators[0], 1, dg("x"), 0)
+    # once a member staked, the dispute mode is fixed (a PBFT-only task stays one)
+    t = task_factory(n_aggregators=1, n_clients=0, start=False)
     with pytest.raises(FaultGamesFixed):
         t.task.set_fault_games(t.owner, t.owner.address, b"\x01" * 32)
+    u = task_factory(n_aggregators=4, n_clients=2)
+    assert u.task.fault_games() == "0x" + "00" * 20
+    with pytest.raises(NoFaultGames):
+        u.task.submit_aggregate_with_claim(u.aggregators[0], 1, dg("x"), 0)
