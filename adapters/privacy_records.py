@@ -43,6 +43,7 @@ __all__ = [
     "MASK_KEY",
     "REVEAL",
     "DuplicateRecord",
+    "GraphSeedNotPinnable",
     "PrivacyRecord",
     "PrivacyRecordsContract",
     "SignedRecord",
@@ -186,6 +187,14 @@ class DuplicateRecord(PrivacyRecordRevert):
     params = ("round", "client", "kind")
 
 
+class GraphSeedNotPinnable(PrivacyRecordRevert):
+    """A mask-graph seed pinned outside the round before its own, before every graph
+    position is registered, or in a full-graph task."""
+
+    error_name = "GraphSeedNotPinnable"
+    params = ("round", "currentRound", "clients")
+
+
 class BadRecordSignature(PrivacyRecordRevert):
     """A relayed record whose signature is invalid or malleable (high s)."""
 
@@ -201,6 +210,7 @@ for _cls in (
     NotTaskClient,
     BadRecordSignature,
     DuplicateRecord,
+    GraphSeedNotPinnable,
 ):
     register_error_class(_cls)
 
@@ -236,14 +246,42 @@ class PrivacyRecordsContract:
 
     @classmethod
     def deploy(
-        cls, chain: Chain, deployer: LocalAccount, task: str, reveal_window: int
+        cls,
+        chain: Chain,
+        deployer: LocalAccount,
+        task: str,
+        reveal_window: int,
+        graph_clients: int = 0,
     ) -> PrivacyRecordsContract:
-        """Deploy the records contract of ``task`` (gas recorded as ``deployRecords``)."""
+        """Deploy the records contract of ``task`` (gas recorded as ``deployRecords``);
+        ``graph_clients``: the clients a SecAgg+ mask graph spans (0: full graph)."""
         art = _artifact()
         address, _ = chain.deploy(
-            deployer, art["abi"], art["bytecode"], task, reveal_window, op="deployRecords"
+            deployer,
+            art["abi"],
+            art["bytecode"],
+            task,
+            reveal_window,
+            graph_clients,
+            op="deployRecords",
         )
         return cls(chain, address)
+
+    def graph_seed(self, round_: int) -> bytes | None:
+        """``round_``'s pinned mask-graph randomness (None: not pinned yet)."""
+        seed = bytes(self.chain.call(self.contract.functions.graphSeed(round_)))
+        return None if seed == bytes(32) else seed
+
+    def pin_graph_seed(self, acct: LocalAccount, round_: int) -> bytes:
+        """Pin ``round_``'s mask-graph randomness (anyone may; idempotent) and return it."""
+        seed = self.graph_seed(round_)
+        if seed is None:
+            fn = self.contract.functions.pinGraphSeed(round_)
+            self.chain.transact(acct, fn, "pinGraphSeed")
+            seed = self.graph_seed(round_)
+        if seed is None:  # pragma: no cover - the transaction reverts instead
+            raise ConfigError(f"round {round_}'s graph seed was not pinned")
+        return seed
 
     def check_task(self, task: str) -> None:
         """Refuse a records contract that does not belong to ``task``."""
