@@ -117,6 +117,7 @@ class SecAggView:
         self._seeds: dict[int, bytes] = {}
         #: who pays for pinning graph seeds (the in-process relayer; None: the client)
         self.pinner: LocalAccount | None = None
+        self._num_rounds: int | None = None
         self._graph = graph_of(self.spec, task.address, _ChainSeeds(self))
 
     def graph_seed(self, round_: int) -> bytes | None:
@@ -137,8 +138,10 @@ class SecAggView:
         round before it, once every graph position is registered); True if it sent one."""
         if self.graph_ready(round_):
             return False
-        if self.task.client_count() < (self.spec.num_clients or 0):
-            return False
+        if self._num_rounds is None:
+            self._num_rounds = self.task.config().num_rounds
+        if round_ > self._num_rounds or self.task.client_count() < (self.spec.num_clients or 0):
+            return False  # no such round, or graph positions still open
         try:
             self.records.pin_graph_seed(acct, round_)
         except ContractRevert:
