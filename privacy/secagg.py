@@ -35,7 +35,7 @@ import hashlib
 import struct
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import pairwise
 
 import numpy as np
@@ -131,8 +131,14 @@ def usable_public_key(public: bytes) -> bool:
     are read, so it never enters a round."""
     if not isinstance(public, bytes | bytearray) or len(public) != 32:
         return False
+    return _usable(bytes(public))
+
+
+@lru_cache(maxsize=1 << 14)
+def _usable(public: bytes) -> bool:
+    # cached: every client checks every registered key each round (O(K^2) exchanges at K = 1,000)
     try:
-        _PROBE.exchange(X25519PublicKey.from_public_bytes(bytes(public)))
+        _PROBE.exchange(X25519PublicKey.from_public_bytes(public))
     except ValueError:
         return False
     return True
