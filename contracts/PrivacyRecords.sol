@@ -46,6 +46,10 @@ interface IFedChainTaskView {
     function clientCount() external view returns (uint256);
     function taskCompleted() external view returns (bool);
     function clientInfo(address account) external view returns (bool registered, uint256 index);
+    function aggregatorInfo(address account)
+        external
+        view
+        returns (bool registered, bool active, bool slashed, uint256 stake, uint256 index, uint256 activeFrom);
     function getRound(uint256 round) external view returns (RoundInfo memory);
 }
 
@@ -71,6 +75,8 @@ contract PrivacyRecords is EIP712 {
     bytes32 public constant RECORD_TYPEHASH = keccak256("Record(uint8 kind,uint256 round,bytes32 payloadHash)");
     /// @notice Record kinds: 0 ENC_KEY, 1 MASK_KEY, 2 REVEAL.
     uint8 public constant REVEAL = 2;
+    /// @dev The once-bit kind of a member's reveal attestation (not a record kind).
+    uint8 private constant ATTEST_REVEALS = 3;
     /// @dev Bytes before a packed record's payload: kind (1) || length (4) || r (32) || vs (32).
     uint256 private constant HEADER_BYTES = 69;
 
@@ -111,6 +117,16 @@ contract PrivacyRecords is EIP712 {
     ///         (`currentRound`), once every graph position is registered (`clients` of
     ///         `graphClients`), in a task with a mask graph.
     error GraphSeedNotPinnable(uint256 round, uint256 currentRound, uint256 clients);
+
+    /// @notice Reveal attestations for `round` outside its window (from the start of its
+    ///         reveal window to `revealWindow` blocks after its end).
+    error NotAttestingReveals(uint256 round);
+    /// @notice `account` is not an active aggregator of the task.
+    error NotCommitteeMember(address account);
+
+    /// @notice Committee member `member` holds the reveal payloads of `round`'s records set in
+    ///         `bitmap` (bit i of word i / 256: record i of the round's list).
+    event RevealsAttested(uint256 indexed round, uint256 indexed member, uint256[] bitmap);
 
     /// @notice `round`'s mask-graph randomness was pinned at block `blockNumber`.
     event GraphSeedPinned(uint256 indexed round, uint256 blockNumber, bytes32 seed);
@@ -158,6 +174,26 @@ contract PrivacyRecords is EIP712 {
         seed = keccak256(abi.encode(blockhash(block.number - 1), block.prevrandao, round));
         _graphSeeds[round] = seed;
         emit GraphSeedPinned(round, block.number, seed);
+    }
+
+    /// @notice An active aggregator attests which of `round`'s records it holds the
+    ///         content-stored reveal payload of (SecAgg+: a `REVEAL` record is its payload's
+    ///         digest). Once per member and round, from the start of the reveal window to
+    ///         `revealWindow` blocks after its end; nothing is stored but the once-bit: nodes
+    ///         count the attestations from the events, and a reveal counts only with f + 1 of
+    ///         them (so a correct member can serve it), like an update.
+    function attestReveals(uint256 round, uint256[] calldata bitmap) external {
+        IFedChainTaskView.RoundInfo memory info = task.getRound(round);
+        // INVARIANT: reveal attestations only around the round's reveal window.
+        if (
+            round != task.currentRound() || info.phase != IFedChainTaskView.Phase.Aggregating
+                || block.number >= uint256(info.attemptStart) + 2 * revealWindow
+        ) revert NotAttestingReveals(round);
+        (, bool active,,, uint256 index,) = task.aggregatorInfo(msg.sender);
+        // INVARIANT: only the task's active committee attests.
+        if (!active) revert NotCommitteeMember(msg.sender);
+        _markOnce(round, index, ATTEST_REVEALS);
+        emit RevealsAttested(round, index, bitmap);
     }
 
     /// @notice `round`'s pinned mask-graph randomness (0 if not pinned yet).

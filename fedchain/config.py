@@ -126,7 +126,10 @@ class DemoConfig:
     def submit_blocks(self) -> int:
         """The task's submit timeout: ``--submit-timeout`` plus what :meth:`reveal_blocks`
         added to the reveal window (the aggregator keeps the time it had after it)."""
-        return self.submit_timeout + self.reveal_blocks() - self.reveal_window
+        extra = self.reveal_blocks() - self.reveal_window
+        if self.privacy_spec().secagg_plus:  # the reveal attestations' window after it
+            extra += self.reveal_blocks()
+        return self.submit_timeout + extra
 
     def privacy_spec(self) -> PrivacySpec:
         """The run's privacy settings as given (noise multiplier not yet derived). Under

@@ -117,7 +117,8 @@ class SecAggView:
         self._seeds: dict[int, bytes] = {}
         #: who pays for pinning graph seeds (the in-process relayer; None: the client)
         self.pinner: LocalAccount | None = None
-        self._num_rounds: int | None = None
+        self._reveal_window: int | None = None
+        self._attested: set[tuple[str, int]] = set()
         self._graph = graph_of(self.spec, task.address, _ChainSeeds(self))
 
     def graph_seed(self, round_: int) -> bytes | None:
@@ -138,10 +139,9 @@ class SecAggView:
         round before it, once every graph position is registered); True if it sent one."""
         if self.graph_ready(round_):
             return False
-        if self._num_rounds is None:
-            self._num_rounds = self.task.config().num_rounds
-        if round_ > self._num_rounds or self.task.client_count() < (self.spec.num_clients or 0):
-            return False  # no such round, or graph positions still open
+        if self.task.client_count() < (self.spec.num_clients or 0):
+            return False  # graph positions still open
+        # (after the last round too: the last round's updates carry a next key, dealt along it)
         try:
             self.records.pin_graph_seed(acct, round_)
         except ContractRevert:
@@ -201,8 +201,54 @@ class SecAggView:
         return True
 
     def settled(self, round_: int) -> bool:
-        """Whether ``round_``'s published inputs are final (its reveal window has closed)."""
-        return not self.records.revealing(round_)
+        """Whether ``round_``'s published inputs are final: its reveal window has closed
+        (SecAgg+: and the window for attesting reveal payloads after it)."""
+        if self.records.revealing(round_):
+            return False
+        if not self.spec.secagg_plus:
+            return True
+        start = self.task.round_info(round_).attempt_start
+        return self.task.chain.block_number() >= start + 2 * self._window()
+
+    def _window(self) -> int:
+        if self._reveal_window is None:
+            self._reveal_window = int(
+                self.records.chain.call(self.records.contract.functions.revealWindow())
+            )
+        return self._reveal_window
+
+    def attest_reveals(self, acct: LocalAccount, round_: int) -> int | None:
+        """SecAgg+: once the reveal window closed, attest the reveal payloads this node holds
+        (one transaction per member and round); the number attested, or None if not due."""
+        key = (acct.address, round_)
+        if not self.spec.secagg_plus or key in self._attested or self.records.revealing(round_):
+            return None
+        start = self.task.round_info(round_).attempt_start
+        if self.task.chain.block_number() + 1 >= start + 2 * self._window():
+            return None  # the window is over
+        held = [
+            rec.index
+            for rec in self.records.records(round_)
+            if rec.kind == REVEAL and self.reveal_payload(rec.payload) is not None
+        ]
+        self._attested.add(key)
+        try:
+            self.records.attest_reveals(acct, round_, held)
+        except ContractRevert:
+            return None
+        return len(held)
+
+    def counted_reveals(self, round_: int) -> frozenset[int]:
+        """SecAgg+: the positions of ``round_``'s records whose reveal payload f + 1
+        committee members attested (at least one correct member holds it)."""
+        size = self.task.committee_size()
+        quorum = (size - 1) // 3 + 1
+        start = self.task.round_info(round_).attempt_start
+        votes: dict[int, int] = {}
+        for held in self.records.reveal_attestations(round_, start).values():
+            for i in held:
+                votes[i] = votes.get(i, 0) + 1
+        return frozenset(i for i, n in votes.items() if n >= quorum)
 
     def included_clients(self, round_: int) -> frozenset[int]:
         """The clients the contract included in ``round_`` (its bitmap: the same set for
@@ -238,11 +284,15 @@ class SecAggView:
     def inputs(self, round_: int, updates: Sequence[RegisteredUpdate]) -> PrivateInputs:
         """What ``execute_round`` needs beyond the payloads (aggregators and verifiers)."""
         state = self._round(round_)
+        counted = self.counted_reveals(round_) if self.spec.secagg_plus else None
         reveals = tuple(
             (rec.client, self.reveal_payload(rec.payload))
             for rec in self.records.records(round_)
-            if rec.kind == REVEAL
+            if rec.kind == REVEAL and (counted is None or rec.index in counted)
         )
+        if counted is not None and any(payload is None for _, payload in reveals):
+            # attested by f + 1 members, so a correct one serves it: fetch again later
+            raise StorageError(f"round {round_}: an attested reveal payload is not here yet")
         seeds = {r: s for r in (round_, round_ + 1) if (s := self.graph_seed(r)) is not None}
         return PrivateInputs(
             clients=tuple(self._client(u.client) for u in updates),

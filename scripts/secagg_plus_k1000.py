@@ -35,7 +35,7 @@ from fedchain.sim.runner import Demo
 from fedchain.sim.scenario import ClientBehaviour, Scenario
 from privacy.spec import PrivacySpec
 
-ROUND_OPS = ("submitUpdate", "pinGraphSeed", "attest", "submitAggregate", "finalize")
+ROUND_OPS = ("submitUpdate", "pinGraphSeed", "attest", "submitAggregate", "finalize")  # attest*: both kinds
 
 
 def reexecute(demo: Demo) -> bytes:
