@@ -23,7 +23,7 @@ process). :class:`HePayloads` encrypts under the key holder's public key.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,7 +63,15 @@ from protocol.errors import (
 from protocol.manifest import TaskManifest
 from protocol.payloads import update_max_bytes
 
-__all__ = ["HePayloads", "HeView", "SecAggClient", "SecAggView", "private_views", "task_records"]
+__all__ = [
+    "HePayloads",
+    "HeView",
+    "SecAggClient",
+    "SecAggView",
+    "counted_reveals",
+    "private_views",
+    "task_records",
+]
 
 
 @dataclass
@@ -75,6 +83,19 @@ class _Round:
     refused: dict[int, str]
     included: dict[int, MaskedUpdate] | None = None
     onchain: frozenset[int] | None = None
+
+
+def counted_reveals(attested: Mapping[int, Collection[int]], committee: int) -> frozenset[int]:
+    """The record positions attested by at least f + 1 of the ``committee`` members
+    (``attested``: member -> positions it holds), f = ⌊(n − 1)/3⌋: at least one correct
+    member holds each, so every honest aggregator can fetch it; the others count as no
+    reveal, for every aggregator alike."""
+    quorum = (committee - 1) // 3 + 1
+    votes: dict[int, int] = {}
+    for held in attested.values():
+        for i in set(held):
+            votes[i] = votes.get(i, 0) + 1
+    return frozenset(i for i, n in votes.items() if n >= quorum)
 
 
 class _ChainSeeds(Mapping[int, bytes]):
@@ -241,14 +262,9 @@ class SecAggView:
     def counted_reveals(self, round_: int) -> frozenset[int]:
         """SecAgg+: the positions of ``round_``'s records whose reveal payload f + 1
         committee members attested (at least one correct member holds it)."""
-        size = self.task.committee_size()
-        quorum = (size - 1) // 3 + 1
         start = self.task.round_info(round_).attempt_start
-        votes: dict[int, int] = {}
-        for held in self.records.reveal_attestations(round_, start).values():
-            for i in held:
-                votes[i] = votes.get(i, 0) + 1
-        return frozenset(i for i, n in votes.items() if n >= quorum)
+        attested = self.records.reveal_attestations(round_, start)
+        return counted_reveals(attested, self.task.committee_size())
 
     def included_clients(self, round_: int) -> frozenset[int]:
         """The clients the contract included in ``round_`` (its bitmap: the same set for

@@ -91,6 +91,33 @@ contract PrivacyRecordsUnitTest is RecordsFixture {
         assertTrue(r.pinGraphSeed(2) != 0, "round 2 during round 1");
     }
 
+    function test_attestReveals_membersOnceInsideTheWindow() public {
+        uint256[] memory bitmap = new uint256[](1);
+        bitmap[0] = 5;
+        vm.prank(agg(0));
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.NotAttestingReveals.selector, 0));
+        records.attestReveals(0, bitmap);
+        reachRevealing();
+        uint256 start = task.getRound(1).attemptStart;
+        vm.expectEmit(true, true, true, true, address(records));
+        emit PrivacyRecords.RevealsAttested(1, 0, bitmap);
+        vm.prank(agg(0));
+        records.attestReveals(1, bitmap);
+        vm.prank(agg(0));
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.DuplicateRecord.selector, 1, 0, 3));
+        records.attestReveals(1, bitmap);
+        vm.prank(client(0));
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.NotCommitteeMember.selector, client(0)));
+        records.attestReveals(1, bitmap);
+        vm.roll(start + 2 * REVEAL_WINDOW - 1);
+        vm.prank(agg(1));
+        records.attestReveals(1, bitmap);
+        vm.roll(start + 2 * REVEAL_WINDOW);
+        vm.prank(agg(2));
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.NotAttestingReveals.selector, 1));
+        records.attestReveals(1, bitmap);
+    }
+
     function test_submitRecord_encKeyBeforeStartInRoundZero() public {
         bytes memory key = hex"0102";
         vm.expectEmit(true, true, true, true, address(records));

@@ -20,7 +20,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from adapters.privacy_records import GraphSeedNotPinnable, PrivacyRecordsContract
+from adapters.privacy_records import (
+    REVEAL,
+    GraphSeedNotPinnable,
+    NotCommitteeMember,
+    PrivacyRecordsContract,
+)
+from fedchain.private_view import counted_reveals
 from privacy import secagg_round as sr
 from privacy.client_keys import ClientSecrets
 from privacy.mask_graph import round_holders
@@ -111,3 +117,23 @@ def test_reveals_below_the_neighbour_threshold_are_refused() -> None:
     for i in ups:
         with pytest.raises(RevealUnsafe, match=f"fewer than t = {T} included neighbours"):
             sr.client_reveal(secrets[i], 1, ups, peers, shares, ctx, N_MIN)
+
+
+def test_a_reveal_handed_to_one_aggregator_counts_for_nobody(task_factory: Any) -> None:
+    """A revealer (or a storage node) that serves its content-stored reveal to one
+    aggregator only: that member attests it, the others do not, and with fewer than f + 1
+    attestations no aggregator counts it, so all unmask from the same reveals."""
+    s = task_factory(n_clients=4, min_updates=4, max_updates=4)
+    records = PrivacyRecordsContract.deploy(s.chain, s.owner, s.task.address, 10)
+    for i, client in enumerate(s.clients):
+        s.task.submit_update(client, 1, bytes([i + 1]) * 32, 10)
+    for i in (0, 1):
+        records.submit_record(s.clients[i], 1, REVEAL, bytes([0xA0 + i]) * 32)
+    records.attest_reveals(s.aggregators[0], 1, [0, 1])  # it was served both
+    records.attest_reveals(s.aggregators[1], 1, [0])
+    records.attest_reveals(s.aggregators[2], 1, [0])
+    with pytest.raises(NotCommitteeMember):
+        records.attest_reveals(s.clients[3], 1, [1])
+    attested = records.reveal_attestations(1)
+    assert attested == {0: frozenset({0, 1}), 1: frozenset({0}), 2: frozenset({0})}
+    assert counted_reveals(attested, s.task.committee_size()) == {0}
