@@ -189,9 +189,12 @@ contract PrivacyRecords is EIP712 {
             round != task.currentRound() || info.phase != IFedChainTaskView.Phase.Aggregating
                 || block.number >= uint256(info.attemptStart) + 2 * revealWindow
         ) revert NotAttestingReveals(round);
-        (, bool active,,, uint256 index,) = task.aggregatorInfo(msg.sender);
-        // INVARIANT: only the task's active committee attests.
-        if (!active) revert NotCommitteeMember(msg.sender);
+        (bool registered, bool active, bool slashed, uint256 stake, uint256 index, uint256 activeFrom) =
+            task.aggregatorInfo(msg.sender);
+        // INVARIANT: only the task's active committee attests (active: staked, not slashed).
+        if (!registered || !active || slashed || stake == 0 || activeFrom > block.number) {
+            revert NotCommitteeMember(msg.sender);
+        }
         _markOnce(round, index, ATTEST_REVEALS);
         emit RevealsAttested(round, index, bitmap);
     }
