@@ -23,6 +23,15 @@ Bonawitz et al. is :func:`full_graph` (every peer holds a share of every peer, t
 included). :func:`check_threshold_floor` refuses a task whose parameters leave the
 threshold at or below half the clients: two disjoint halves could then each reconstruct a
 different secret of the same client (a self mask from one, a mask key from the other).
+
+SecAgg+ (:mod:`privacy.secagg_graph`): the graph is a random Harary graph of degree ``k``
+and the threshold ``t`` is counted among a client's share holders (its ``k`` neighbours and
+itself). :func:`graph_share_holders` turns a :class:`~privacy.secagg_graph.SecAggPlusParams`
+and the round's seed into ``neighbours``; :func:`check_reveal_safe_graph` is the rule with
+``t`` and ``n_min = ⌈(1 − δ)K⌉`` taken from the parameters; :func:`check_task_graph` refuses
+a task's ``(K, δ, γ)`` when ``t ≤ K/2`` (or ``t ≤ γK``) for the full graph, or outside the
+parameter finder's feasible region for SecAgg+. The full graph is the special case
+``k = K − 1`` (:func:`~privacy.secagg_graph.full_graph_params`).
 """
 
 from __future__ import annotations
@@ -30,15 +39,29 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Iterable
 
+from privacy.secagg_graph import (
+    FULL_GRAPH,
+    HARARY_VERSION,
+    SecAggPlusParams,
+    find_parameters,
+    full_graph_params,
+)
 from protocol.errors import ConfigError, SecAggError
 
 __all__ = [
+    "GRAPHS",
     "RevealUnsafe",
     "check_reveal_safe",
+    "check_reveal_safe_graph",
+    "check_task_graph",
     "check_threshold_floor",
     "full_graph",
+    "graph_share_holders",
     "min_included",
 ]
+
+#: The mask graphs a task may name (``check_task_graph``): the full graph, or SecAgg+'s.
+GRAPHS = (FULL_GRAPH, HARARY_VERSION)
 
 Neighbours = Callable[[int], Collection[int]]
 
@@ -132,3 +155,59 @@ def check_threshold_floor(num_clients: int, threshold: int, corrupt_fraction: fl
             f"threshold {threshold}: at most {corrupt_fraction:g} x {num_clients} corrupt "
             "clients could reconstruct any secret alone"
         )
+
+
+def graph_share_holders(params: SecAggPlusParams, seed: bytes | None = None) -> Neighbours:
+    """The share holders of each client in ``params``' graph for the round of ``seed``: its
+    neighbours and itself (the full graph needs no seed: everyone)."""
+    if params.is_full:
+        return full_graph(range(params.clients))
+    if seed is None:
+        raise ConfigError("a SecAgg+ graph needs the round's seed (graph_seed)")
+    holders = [frozenset(nb) | {c} for c, nb in enumerate(params.neighbours(seed))]
+
+    def neighbours(client: int) -> Collection[int]:
+        return holders[client] if 0 <= client < len(holders) else frozenset()
+
+    return neighbours
+
+
+def check_reveal_safe_graph(
+    included: Iterable[int],
+    peers: Collection[int],
+    params: SecAggPlusParams,
+    seed: bytes | None = None,
+) -> None:
+    """:func:`check_reveal_safe` over ``params``' graph: ``|I| >= n_min = ⌈(1 − δ)K⌉``,
+    every included client has ``>= t`` included share holders (neighbours or itself), and
+    the included subgraph is connected. ``included`` and ``peers`` are client indices
+    ``0..K−1`` (the graph's vertices)."""
+    check_reveal_safe(
+        included, peers, params.threshold, params.n_min, graph_share_holders(params, seed)
+    )
+
+
+def check_task_graph(
+    num_clients: int,
+    dropout_fraction: float,
+    corrupt_fraction: float = 0.0,
+    graph: str = FULL_GRAPH,
+    sigma: int = 40,
+    eta: int = 20,
+) -> SecAggPlusParams:
+    """The mask graph of a task with ``K`` clients, a fraction δ dropping out and γ corrupt,
+    or :class:`ConfigError` saying why the task is refused.
+
+    ``graph="full"``: ``t = ⌈(1 − δ)K⌉`` must pass :func:`check_threshold_floor` (``t >= 2``,
+    ``t > K/2``, ``t > γK``). ``graph="harary-sha256-v1"`` (SecAgg+): ``(k, t)`` from
+    :func:`~privacy.secagg_graph.find_parameters`, which raises
+    :class:`~privacy.secagg_graph.SecAggParameterError` (a :class:`ConfigError`) outside
+    its feasible region.
+    """
+    if graph == FULL_GRAPH:
+        t = min_included(num_clients, dropout_fraction)
+        check_threshold_floor(num_clients, t, corrupt_fraction)
+        return full_graph_params(num_clients, t, corrupt_fraction, dropout_fraction)
+    if graph == HARARY_VERSION:
+        return find_parameters(num_clients, corrupt_fraction, dropout_fraction, sigma, eta)
+    raise ConfigError(f"secagg graph {graph!r}: known {list(GRAPHS)}")
