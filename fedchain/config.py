@@ -107,7 +107,7 @@ class DemoConfig:
     mask_graph: str = "auto"
     graph_degree: int = 0
     graph_threshold: int = 0
-    corrupt_fraction: float = 0.0
+    corrupt_fraction: float = 0.1
 
     def reveal_blocks(self) -> int:
         """Blocks the reveal window lasts: ``--reveal-window``, widened under secure
@@ -368,17 +368,10 @@ SECAGG_PLUS_FROM = 200
 def finder_parameters(clients: int, corrupt: float, dropout: float) -> tuple[int, int]:
     """SecAgg+'s (degree, threshold) for ``clients`` from the published parameter finder
     (Bell et al. 2020; σ = 40, η = 20), refused with one line if infeasible."""
-    import importlib
+    from privacy.secagg_graph import find_parameters
 
     try:
-        secagg_graph = importlib.import_module("privacy.secagg_graph")
-    except ImportError as exc:  # pragma: no cover - the finder ships with SecAgg+
-        raise ConfigError(
-            "mask_graph 'harary': give --graph-degree and --graph-threshold (no parameter "
-            "finder in this build)"
-        ) from exc
-    try:
-        params = secagg_graph.find_parameters(clients, corrupt, dropout)
+        params = find_parameters(clients, corrupt, dropout)
     except ConfigError as exc:
         raise ConfigError(f"mask_graph 'harary': {exc}") from exc
     return int(params.degree), int(params.threshold)

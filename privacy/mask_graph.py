@@ -9,52 +9,41 @@ is a pure function of ``(K, k, seed_r)``, where ``seed_r`` is the randomness the
 position was registered): every client and every aggregator derives the same graph, and
 an aggregator re-executes the unmasking byte for byte.
 
-:func:`round_holders` is the one call the protocol makes; the graph itself comes from
-:func:`harary_table` (the Harary graph ``H(k, K)`` on a seed-keyed permutation of the
-clients: the "random Harary graph" of Bell et al.).
+:func:`round_holders` is the one call the protocol makes; the graph itself is
+:mod:`privacy.secagg_graph`'s (version ``harary-sha256-v1``: the Harary graph ``H(k, K)`` on a
+seed-keyed permutation of the clients, the "random Harary graph" of Bell et al.).
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-
+from privacy import secagg_graph
 from privacy.secagg_round import Holders, table_graph
 from protocol.errors import ConfigError
 
 __all__ = ["GRAPH_VERSION", "graph_seed", "harary_table", "round_holders"]
 
 #: Version of the graph derivation (bound into the task manifest with the parameters).
-GRAPH_VERSION = 1
+GRAPH_VERSION = secagg_graph.HARARY_VERSION
 
 
 def graph_seed(randomness: bytes, task: str, round_number: int) -> bytes:
-    """The seed of ``round_number``'s graph: SHA-256 of the pinned on-chain randomness,
-    bound to the task's address and the round (a seed is never reused across tasks)."""
+    """The seed of ``round_number``'s graph from the pinned on-chain randomness, bound to
+    the task's address and the round (:func:`privacy.secagg_graph.graph_seed`)."""
     if len(randomness) != 32:
         raise ConfigError("the pinned graph randomness is 32 bytes")
-    text = f"fedchain-secagg-graph-v{GRAPH_VERSION}|{task.lower()}|{int(round_number)}"
-    return hashlib.sha256(text.encode() + b"|" + bytes(randomness)).digest()
+    return secagg_graph.graph_seed(bytes(randomness), task, int(round_number))
 
 
 def harary_table(num_clients: int, degree: int, seed: bytes) -> tuple[tuple[int, ...], ...]:
-    """Neighbours of each client ``0..K−1`` in ``H(degree, K)`` over the permutation of the
-    clients sorted by HMAC-SHA256(seed, client): position ``p`` is adjacent to positions
-    ``p ± 1 .. p ± ⌊degree/2⌋`` (mod K), and for an odd degree also to ``p + K/2``."""
+    """Neighbours of each client ``0..K−1`` in the random Harary graph ``H(degree, K)`` of
+    ``seed`` (:func:`privacy.secagg_graph.harary_neighbours`); SecAgg+ needs
+    ``2 <= k < K − 1`` (``k = K − 1`` is the full graph: ``--mask-graph full``)."""
     k, n = int(degree), int(num_clients)
-    if n < 3 or not 2 <= k < n - 1 or (k % 2 and n % 2):
+    if n < 4 or not 2 <= k < n - 1:
         raise ConfigError(
-            f"graph degree {degree} of {num_clients} clients: need 2 <= k < K - 1 (and K even "
-            "for an odd k)"
+            f"graph degree {degree} of {num_clients} clients: SecAgg+ needs 2 <= k < K - 1"
         )
-    order = sorted(range(n), key=lambda c: hmac.digest(seed, c.to_bytes(4, "big"), "sha256"))
-    rows: list[set[int]] = [set() for _ in range(n)]
-    for p, client in enumerate(order):
-        for d in range(1, k // 2 + 1):
-            rows[client].update((order[(p + d) % n], order[(p - d) % n]))
-        if k % 2:
-            rows[client].add(order[(p + n // 2) % n])
-    return tuple(tuple(sorted(r)) for r in rows)
+    return secagg_graph.harary_neighbours(n, k, seed)
 
 
 def round_holders(

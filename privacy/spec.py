@@ -545,7 +545,7 @@ class PrivacySpec:
                     from privacy.mask_graph import GRAPH_VERSION
 
                     graph = agg["graph"]
-                    if int(graph["version"]) != GRAPH_VERSION:
+                    if str(graph["version"]) != GRAPH_VERSION:
                         raise ConfigError(
                             f"mask graph version {graph['version']}: this build derives "
                             f"version {GRAPH_VERSION}"

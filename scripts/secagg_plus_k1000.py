@@ -35,7 +35,8 @@ from fedchain.sim.runner import Demo
 from fedchain.sim.scenario import ClientBehaviour, Scenario
 from privacy.spec import PrivacySpec
 
-ROUND_OPS = ("submitUpdate", "pinGraphSeed", "attest", "submitAggregate", "finalize")  # attest*: both kinds
+#: The round's operations (``attest`` also matches ``attestReveals``).
+ROUND_OPS = ("submitUpdate", "pinGraphSeed", "attest", "submitAggregate", "finalize")
 
 
 def reexecute(demo: Demo) -> bytes:
@@ -119,9 +120,8 @@ def main() -> None:
         end="",
     )
     print(f"dropped: {len(agg['dropped'])}  reveals: {agg['reveals']}  ", end="")
-    print(
-        f"unmasked: {'failure' not in agg}{'' if 'failure' not in agg else ' (' + agg['failure'] + ')'}"
-    )
+    reason = "" if "failure" not in agg else f" ({agg['failure']})"
+    print(f"unmasked: {'failure' not in agg}{reason}")
     print(f"wall time: {wall:.0f} s total (set-up {summary['timings'].get('setup', 0):.0f} s)")
     print(f"round gas: {round_gas:,} = {round_gas / survivors:,.0f} per surviving client")
     for name in sorted(gas):

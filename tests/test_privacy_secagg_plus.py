@@ -150,7 +150,7 @@ def test_spec_options_are_validated_in_one_line_and_bound_into_the_manifest() ->
     agg = spec.to_manifest()["aggregation"]
     assert agg["threshold"] == T and agg["graph"] == {
         "kind": "harary",
-        "version": 1,
+        "version": "harary-sha256-v1",
         "degree": DEGREE,
         "threshold": T,
         "corrupt_fraction": 0.1,

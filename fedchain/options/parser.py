@@ -288,7 +288,8 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
         type=float,
         default=d.corrupt_fraction,
         help="secagg: fraction of clients assumed corrupt (colluding with an aggregator); "
-        "the threshold must exceed what they hold (%(default)s)",
+        "SecAgg+'s parameter finder sizes k and t for it, and the threshold must exceed what "
+        "they hold (%(default)s)",
     )
     g.add_argument(
         "--he-threshold",
