@@ -43,6 +43,9 @@ __all__ = [
     "MASK_KEY",
     "REVEAL",
     "DuplicateRecord",
+    "GraphSeedNotPinnable",
+    "NotAttestingReveals",
+    "NotCommitteeMember",
     "PrivacyRecord",
     "PrivacyRecordsContract",
     "SignedRecord",
@@ -59,6 +62,7 @@ KINDS: Final = {ENC_KEY: "ENC_KEY", MASK_KEY: "MASK_KEY", REVEAL: "REVEAL"}
 DOMAIN_NAME: Final = "FedChainPrivacyRecords"
 RECORD_TYPEHASH: Final = keccak(text="Record(uint8 kind,uint256 round,bytes32 payloadHash)")
 _RECORD_TOPIC: Final = keccak(text="RecordRegistered(uint256,uint256,uint8,uint256,uint256,bytes)")
+_ATTEST_TOPIC: Final = keccak(text="RevealsAttested(uint256,uint256,uint256[])")
 RECORDS_ARTIFACT: Final = ARTIFACT_PATH.parent / "PrivacyRecords.json"
 
 
@@ -186,6 +190,28 @@ class DuplicateRecord(PrivacyRecordRevert):
     params = ("round", "client", "kind")
 
 
+class GraphSeedNotPinnable(PrivacyRecordRevert):
+    """A mask-graph seed pinned outside the round before its own, before every graph
+    position is registered, or in a full-graph task."""
+
+    error_name = "GraphSeedNotPinnable"
+    params = ("round", "currentRound", "clients")
+
+
+class NotAttestingReveals(PrivacyRecordRevert):
+    """A reveal attestation outside its round's window."""
+
+    error_name = "NotAttestingReveals"
+    params = ("round",)
+
+
+class NotCommitteeMember(PrivacyRecordRevert):
+    """A reveal attestation from an account that is not an active aggregator."""
+
+    error_name = "NotCommitteeMember"
+    params = ("account",)
+
+
 class BadRecordSignature(PrivacyRecordRevert):
     """A relayed record whose signature is invalid or malleable (high s)."""
 
@@ -201,6 +227,9 @@ for _cls in (
     NotTaskClient,
     BadRecordSignature,
     DuplicateRecord,
+    GraphSeedNotPinnable,
+    NotAttestingReveals,
+    NotCommitteeMember,
 ):
     register_error_class(_cls)
 
@@ -236,14 +265,66 @@ class PrivacyRecordsContract:
 
     @classmethod
     def deploy(
-        cls, chain: Chain, deployer: LocalAccount, task: str, reveal_window: int
+        cls,
+        chain: Chain,
+        deployer: LocalAccount,
+        task: str,
+        reveal_window: int,
+        graph_clients: int = 0,
     ) -> PrivacyRecordsContract:
-        """Deploy the records contract of ``task`` (gas recorded as ``deployRecords``)."""
+        """Deploy the records contract of ``task`` (gas recorded as ``deployRecords``);
+        ``graph_clients``: the clients a SecAgg+ mask graph spans (0: full graph)."""
         art = _artifact()
         address, _ = chain.deploy(
-            deployer, art["abi"], art["bytecode"], task, reveal_window, op="deployRecords"
+            deployer,
+            art["abi"],
+            art["bytecode"],
+            task,
+            reveal_window,
+            graph_clients,
+            op="deployRecords",
         )
         return cls(chain, address)
+
+    def attest_reveals(self, acct: LocalAccount, round_: int, held: Sequence[int]) -> Any:
+        """``acct`` (a committee member) attests it holds the reveal payloads of ``round_``'s
+        records ``held`` (positions in the round's record list)."""
+        words = [0] * (max(held, default=-1) // 256 + 1)
+        for i in held:
+            words[i // 256] |= 1 << (i % 256)
+        fn = self.contract.functions.attestReveals(round_, words)
+        return self.chain.transact(acct, fn, "attestReveals")
+
+    def reveal_attestations(self, round_: int, from_block: int = 0) -> dict[int, frozenset[int]]:
+        """Committee member index -> the record positions of ``round_`` it attested."""
+        topics = [_ATTEST_TOPIC, round_.to_bytes(32, "big")]
+        out: dict[int, frozenset[int]] = {}
+        for log in self.chain.logs(self.address, topics, from_block, self.chain.block_number()):
+            member = int.from_bytes(log.topics[2], "big")
+            (words,) = abi_decode(["uint256[]"], log.data)
+            out.setdefault(
+                member,
+                frozenset(
+                    256 * w + b for w, word in enumerate(words) for b in range(256) if word >> b & 1
+                ),
+            )
+        return out
+
+    def graph_seed(self, round_: int) -> bytes | None:
+        """``round_``'s pinned mask-graph randomness (None: not pinned yet)."""
+        seed = bytes(self.chain.call(self.contract.functions.graphSeed(round_)))
+        return None if seed == bytes(32) else seed
+
+    def pin_graph_seed(self, acct: LocalAccount, round_: int) -> bytes:
+        """Pin ``round_``'s mask-graph randomness (anyone may; idempotent) and return it."""
+        seed = self.graph_seed(round_)
+        if seed is None:
+            fn = self.contract.functions.pinGraphSeed(round_)
+            self.chain.transact(acct, fn, "pinGraphSeed")
+            seed = self.graph_seed(round_)
+        if seed is None:  # pragma: no cover - the transaction reverts instead
+            raise ConfigError(f"round {round_}'s graph seed was not pinned")
+        return seed
 
     def check_task(self, task: str) -> None:
         """Refuse a records contract that does not belong to ``task``."""

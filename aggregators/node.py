@@ -234,6 +234,11 @@ class AggregatorNode:
             raise NodeCrashed(f"{self.name} crashed at {phase} in round {round_}")
 
     def _on_aggregating(self, round_: int) -> list[AggregatorEvent]:
+        # SecAgg+: every member attests the reveal payloads it holds once the window closes
+        attest = getattr(self.private, "attest_reveals", None)
+        held = None if attest is None else attest(self.account, round_)
+        if held is not None:
+            return [AggregatorEvent(round_, "reveals-attested", {"held": held})]
         chosen = self.task.current_aggregator()
         block = self.chain.block_number()
         if block + 1 > chosen.deadline_block:

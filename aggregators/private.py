@@ -17,7 +17,7 @@ attestations); an invalid one anyway makes the round fail, not the sum wrong.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,7 @@ from privacy import he, he_round, threshold_paillier
 from privacy.reveal_safety import RevealUnsafe, check_reveal_safe
 from privacy.secagg import Reveal
 from privacy.secagg_round import (
+    Holders,
     KeyRecord,
     MaskedUpdate,
     SecAggContext,
@@ -53,7 +54,9 @@ class PrivateInputs:
     key holder's decryption record of the round (HE), or None; ``included``: the clients
     the contract included (its bitmap; None: those whose payload is given);
     ``decryption_shares``: under threshold HE, each committee member's share record as
-    ``(member index, payload)``.
+    ``(member index, payload)``; ``graph_seeds``: under SecAgg+, the randomness the records
+    contract pinned for each round's mask graph (this round's and the next's: the update
+    carries the next key, dealt along the next graph).
     """
 
     clients: tuple[int, ...]
@@ -64,6 +67,7 @@ class PrivateInputs:
     decryption: bytes | None = None
     included: frozenset[int] | None = None
     decryption_shares: tuple[tuple[int, bytes], ...] = ()
+    graph_seeds: Mapping[int, bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -84,8 +88,35 @@ def private_dim(manifest: TaskManifest, spec: PrivacySpec) -> int:
 
 
 def secagg_context(spec: PrivacySpec, inputs: PrivateInputs) -> SecAggContext:
-    """The secure-aggregation context of a task (its threshold, keys and address)."""
-    return SecAggContext(inputs.task, spec.threshold, inputs.enc_keys)
+    """The secure-aggregation context of a task (its threshold, keys, address and, under
+    SecAgg+, each round's mask graph from its pinned seed)."""
+    graph = graph_of(spec, inputs.task, inputs.graph_seeds)
+    return SecAggContext(inputs.task, spec.threshold, inputs.enc_keys, graph)
+
+
+def graph_of(
+    spec: PrivacySpec, task: str, seeds: Mapping[int, bytes]
+) -> Callable[[int], Holders | None] | None:
+    """Round -> its mask graph under SecAgg+ (None for the full graph). A round whose seed
+    is not pinned has no graph: every client of it holds no neighbour (nothing checks)."""
+    if not spec.secagg_plus:
+        return None
+    from privacy.mask_graph import round_holders
+
+    cache: dict[int, Holders] = {}
+    none: Holders = lambda client: frozenset()  # noqa: E731
+
+    def graph(round_: int) -> Holders | None:
+        seed = seeds.get(round_)
+        if seed is None:
+            return none
+        if round_ not in cache:
+            cache[round_] = round_holders(
+                spec.num_clients or 0, spec.graph_degree, seed, task, round_
+            )
+        return cache[round_]
+
+    return graph
 
 
 def private_sum(
@@ -167,17 +198,19 @@ def _secagg_sum(
             "masks cannot be removed",
             notes,
         )
-    if len(masked) < ctx.threshold:
+    if len(masked) < spec.min_included:
         return PrivateSum(
             None,
             tuple(included),
             excluded,
-            f"secagg: {len(masked)} included updates, fewer than the threshold {ctx.threshold}"
-            " (a smaller sum could expose individual updates)",
+            f"secagg: {len(masked)} included updates, fewer than the threshold "
+            f"{spec.min_included} (n_min; a smaller sum could expose individual updates)",
             notes,
         )
     try:
-        check_reveal_safe(masked, inputs.peers, ctx.threshold, spec.threshold)
+        check_reveal_safe(
+            masked, inputs.peers, ctx.threshold, spec.min_included, ctx.round_graph(round_)
+        )
     except RevealUnsafe as exc:
         return PrivateSum(
             None, tuple(included), excluded, f"secagg: reveal-safety rule: {exc}", notes

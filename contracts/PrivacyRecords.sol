@@ -43,8 +43,13 @@ interface IFedChainTaskView {
     }
 
     function currentRound() external view returns (uint256);
+    function clientCount() external view returns (uint256);
     function taskCompleted() external view returns (bool);
     function clientInfo(address account) external view returns (bool registered, uint256 index);
+    function aggregatorInfo(address account)
+        external
+        view
+        returns (bool registered, bool active, bool slashed, uint256 stake, uint256 index, uint256 activeFrom);
     function getRound(uint256 round) external view returns (RoundInfo memory);
 }
 
@@ -70,6 +75,8 @@ contract PrivacyRecords is EIP712 {
     bytes32 public constant RECORD_TYPEHASH = keccak256("Record(uint8 kind,uint256 round,bytes32 payloadHash)");
     /// @notice Record kinds: 0 ENC_KEY, 1 MASK_KEY, 2 REVEAL.
     uint8 public constant REVEAL = 2;
+    /// @dev The once-bit kind of a member's reveal attestation (not a record kind).
+    uint8 private constant ATTEST_REVEALS = 3;
     /// @dev Bytes before a packed record's payload: kind (1) || length (4) || r (32) || vs (32).
     uint256 private constant HEADER_BYTES = 69;
 
@@ -78,12 +85,17 @@ contract PrivacyRecords is EIP712 {
     /// @notice Blocks after a round's included set is fixed (attempt 0 starts) during which
     ///         its `REVEAL` records are accepted; honest aggregators compute after it.
     uint256 public immutable revealWindow;
+    /// @notice The clients 0..graphClients-1 a SecAgg+ mask graph spans (0: the task uses
+    ///         the full graph and pins no seed).
+    uint256 public immutable graphClients;
 
     /// @dev round => accumulator (high 224 bits) || count (low 32 bits).
     mapping(uint256 round => uint256) private _logs;
     /// @dev round => (kind << 248 | client >> 8) => bit (client & 255): the (client, kind)
     ///      pairs that already have a record in the round.
     mapping(uint256 round => mapping(uint256 slot => uint256 bits)) private _seen;
+    /// @dev round => the public randomness its mask graph is derived from (0: not pinned).
+    mapping(uint256 round => bytes32) private _graphSeeds;
 
     /// @notice A record for a round that is not the task's current one (or after completion).
     error RecordRoundNotOpen(uint256 round, uint256 currentRound);
@@ -101,6 +113,24 @@ contract PrivacyRecords is EIP712 {
     ///         kind: a signed record cannot be replayed, nor a second one added).
     error DuplicateRecord(uint256 round, uint256 client, uint8 kind);
 
+    /// @notice `round`'s graph seed cannot be pinned now: only during the round before it
+    ///         (`currentRound`), once every graph position is registered (`clients` of
+    ///         `graphClients`), in a task with a mask graph.
+    error GraphSeedNotPinnable(uint256 round, uint256 currentRound, uint256 clients);
+
+    /// @notice Reveal attestations for `round` outside its window (from the start of its
+    ///         reveal window to `revealWindow` blocks after its end).
+    error NotAttestingReveals(uint256 round);
+    /// @notice `account` is not an active aggregator of the task.
+    error NotCommitteeMember(address account);
+
+    /// @notice Committee member `member` holds the reveal payloads of `round`'s records set in
+    ///         `bitmap` (bit i of word i / 256: record i of the round's list).
+    event RevealsAttested(uint256 indexed round, uint256 indexed member, uint256[] bitmap);
+
+    /// @notice `round`'s mask-graph randomness was pinned at block `blockNumber`.
+    event GraphSeedPinned(uint256 indexed round, uint256 blockNumber, bytes32 seed);
+
     /// @notice Record `index` of `round` (kind `kind`, signed by the task's client number
     ///         `client`) was registered;
     ///         `accumulator` is the round's accumulator after it.
@@ -115,9 +145,63 @@ contract PrivacyRecords is EIP712 {
 
     /// @param task_ The task (FedChainTask) the records belong to.
     /// @param revealWindow_ Blocks of each round's reveal window (at least 1).
-    constructor(address task_, uint256 revealWindow_) EIP712("FedChainPrivacyRecords", "1") {
+    /// @param graphClients_ Clients a SecAgg+ mask graph spans (0: full graph, no seeds).
+    constructor(address task_, uint256 revealWindow_, uint256 graphClients_)
+        EIP712("FedChainPrivacyRecords", "1")
+    {
         task = IFedChainTaskView(task_);
         revealWindow = revealWindow_ == 0 ? 1 : revealWindow_;
+        graphClients = graphClients_;
+    }
+
+    /// @notice Pins `round`'s mask-graph randomness (anyone may call; the first call wins,
+    ///         later ones return the pinned value): the hash of the previous block mixed
+    ///         with `block.prevrandao` (a constant on eth-tester, the beacon's RANDAO output on
+    ///         a PoS chain). Allowed only during round `round - 1` (round 0: before the
+    ///         start), so every key record of `round` is dealt along the pinned graph, and only
+    ///         once all `graphClients` positions are registered, so nobody can pick its
+    ///         position after seeing the graph. Who could grind it: docs/privacy.md.
+    function pinGraphSeed(uint256 round) external returns (bytes32 seed) {
+        seed = _graphSeeds[round];
+        if (seed != 0) return seed;
+        uint256 current = task.currentRound();
+        uint256 clients = task.clientCount();
+        // INVARIANT: a graph seed is pinned once, in the round before its own, after every
+        // graph position is taken.
+        if (graphClients == 0 || round != current + 1 || task.taskCompleted() || clients < graphClients) {
+            revert GraphSeedNotPinnable(round, current, clients);
+        }
+        seed = keccak256(abi.encode(blockhash(block.number - 1), block.prevrandao, round));
+        _graphSeeds[round] = seed;
+        emit GraphSeedPinned(round, block.number, seed);
+    }
+
+    /// @notice An active aggregator attests which of `round`'s records it holds the
+    ///         content-stored reveal payload of (SecAgg+: a `REVEAL` record is its payload's
+    ///         digest). Once per member and round, from the start of the reveal window to
+    ///         `revealWindow` blocks after its end; nothing is stored but the once-bit: nodes
+    ///         count the attestations from the events, and a reveal counts only with f + 1 of
+    ///         them (so a correct member can serve it), like an update.
+    function attestReveals(uint256 round, uint256[] calldata bitmap) external {
+        IFedChainTaskView.RoundInfo memory info = task.getRound(round);
+        // INVARIANT: reveal attestations only around the round's reveal window.
+        if (
+            round != task.currentRound() || info.phase != IFedChainTaskView.Phase.Aggregating
+                || block.number >= uint256(info.attemptStart) + 2 * revealWindow
+        ) revert NotAttestingReveals(round);
+        (bool registered, bool active, bool slashed, uint256 stake, uint256 index, uint256 activeFrom) =
+            task.aggregatorInfo(msg.sender);
+        // INVARIANT: only the task's active committee attests (active: staked, not slashed).
+        if (!registered || !active || slashed || stake == 0 || activeFrom > block.number) {
+            revert NotCommitteeMember(msg.sender);
+        }
+        _markOnce(round, index, ATTEST_REVEALS);
+        emit RevealsAttested(round, index, bitmap);
+    }
+
+    /// @notice `round`'s pinned mask-graph randomness (0 if not pinned yet).
+    function graphSeed(uint256 round) external view returns (bytes32) {
+        return _graphSeeds[round];
     }
 
     /// @notice Registers the caller's own record of `kind` for `round`.

@@ -103,6 +103,11 @@ class DemoConfig:
     he_threshold: int = 0
     reveal_window: int = 3
     sample_counts: str = "exact"
+    # secure aggregation's mask graph (docs/privacy.md, "SecAgg+"): full, harary or auto
+    mask_graph: str = "auto"
+    graph_degree: int = 0
+    graph_threshold: int = 0
+    corrupt_fraction: float = 0.1
 
     def reveal_blocks(self) -> int:
         """Blocks the reveal window lasts: ``--reveal-window``, widened under secure
@@ -121,7 +126,10 @@ class DemoConfig:
     def submit_blocks(self) -> int:
         """The task's submit timeout: ``--submit-timeout`` plus what :meth:`reveal_blocks`
         added to the reveal window (the aggregator keeps the time it had after it)."""
-        return self.submit_timeout + self.reveal_blocks() - self.reveal_window
+        extra = self.reveal_blocks() - self.reveal_window
+        if self.privacy_spec().secagg_plus:  # the reveal attestations' window after it
+            extra += self.reveal_blocks()
+        return self.submit_timeout + extra
 
     def privacy_spec(self) -> PrivacySpec:
         """The run's privacy settings as given (noise multiplier not yet derived). Under
@@ -151,7 +159,32 @@ class DemoConfig:
             clip_bit_epsilon=self.clip_bit_epsilon,
             reveal_window=self.reveal_blocks(),
             sample_counts=self.sample_counts,
+            **self._mask_graph(mode),
         )
+
+    def _mask_graph(self, mode: str) -> dict[str, Any]:
+        """The mask graph's spec fields: ``auto`` is SecAgg+ from
+        :data:`SECAGG_PLUS_FROM` clients on (the full graph's O(K^2) masks and shares stop
+        fitting a round there), the full graph below; SecAgg+ without an explicit degree and
+        threshold takes them from the parameter finder (privacy.secagg_graph)."""
+        if "secagg" not in mode.split("+"):
+            return {}
+        kind = self.mask_graph
+        if kind == "auto":
+            kind = "harary" if self.clients >= SECAGG_PLUS_FROM else "full"
+        if kind != "harary":
+            return {"mask_graph": kind, "corrupt_fraction": self.corrupt_fraction}
+        degree, threshold = self.graph_degree, self.graph_threshold
+        if not degree or not threshold:
+            degree, threshold = finder_parameters(
+                self.clients, self.corrupt_fraction, self.dropout_fraction
+            )
+        return {
+            "mask_graph": kind,
+            "graph_degree": degree,
+            "graph_threshold": threshold,
+            "corrupt_fraction": self.corrupt_fraction,
+        }
 
     # signed update records per submitUpdates batch the in-process fleet relays (0: every
     # client sends its own submitUpdate)
@@ -328,6 +361,22 @@ class DemoConfig:
                 )
 
 
+#: From this many clients on, ``--mask-graph auto`` is SecAgg+ (docs/privacy.md).
+SECAGG_PLUS_FROM = 200
+
+
+def finder_parameters(clients: int, corrupt: float, dropout: float) -> tuple[int, int]:
+    """SecAgg+'s (degree, threshold) for ``clients`` from the published parameter finder
+    (Bell et al. 2020; σ = 40, η = 20), refused with one line if infeasible."""
+    from privacy.secagg_graph import find_parameters
+
+    try:
+        params = find_parameters(clients, corrupt, dropout)
+    except ConfigError as exc:
+        raise ConfigError(f"mask_graph 'harary': {exc}") from exc
+    return int(params.degree), int(params.threshold)
+
+
 #: Privacy options, the modes that use them, and how an error names those modes.
 PRIVACY_OPTIONS = (
     ("dp_mechanism", ("ldp", "ddp+secagg", "ddp+he"), "ldp, ddp+secagg or ddp+he"),
@@ -344,6 +393,10 @@ PRIVACY_OPTIONS = (
     ("he_threshold", ("he", "ddp+he"), "he or ddp+he"),
     ("reveal_window", SUM_MODES, "secagg, ddp+secagg, he or ddp+he"),
     ("sample_counts", SUM_MODES, "secagg, ddp+secagg, he or ddp+he"),
+    ("mask_graph", ("secagg", "ddp+secagg"), "secagg or ddp+secagg"),
+    ("graph_degree", ("secagg", "ddp+secagg"), "secagg or ddp+secagg"),
+    ("graph_threshold", ("secagg", "ddp+secagg"), "secagg or ddp+secagg"),
+    ("corrupt_fraction", ("secagg", "ddp+secagg"), "secagg or ddp+secagg"),
 )
 PRIVACY_KEYS = (*(k for k, _, _ in PRIVACY_OPTIONS), "clip_quantile", "clip_learning_rate")
 PRIVACY_KEYS = (*PRIVACY_KEYS, "clip_bit_epsilon", "num_clients")

@@ -23,7 +23,7 @@ process). :class:`HePayloads` encrypts under the key holder's public key.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,8 +32,8 @@ from eth_account.signers.local import LocalAccount
 from adapters.contract import Phase, RegisteredUpdate, TaskContract
 from adapters.privacy_records import ENC_KEY, KINDS, MASK_KEY, REVEAL, PrivacyRecordsContract
 from adapters.round_inputs import fetch_included
-from adapters.storage import ContentStore
-from aggregators.private import PrivateInputs, private_dim
+from adapters.storage import ContentStore, get_by_digest
+from aggregators.private import PrivateInputs, graph_of, private_dim
 from clients.node import ClientEvent, ClientNode
 from privacy import he, he_round
 from privacy.client_keys import ClientSecrets
@@ -51,11 +51,27 @@ from privacy.secagg_round import (
     usable_enc_keys,
 )
 from privacy.spec import PrivacySpec
-from protocol.errors import CodecError, ConfigError, ContractRevert, HEError, SecAggError
+from protocol.cid import content_digest
+from protocol.errors import (
+    CodecError,
+    ConfigError,
+    ContractRevert,
+    HEError,
+    SecAggError,
+    StorageError,
+)
 from protocol.manifest import TaskManifest
 from protocol.payloads import update_max_bytes
 
-__all__ = ["HePayloads", "HeView", "SecAggClient", "SecAggView", "private_views", "task_records"]
+__all__ = [
+    "HePayloads",
+    "HeView",
+    "SecAggClient",
+    "SecAggView",
+    "counted_reveals",
+    "private_views",
+    "task_records",
+]
 
 
 @dataclass
@@ -67,6 +83,38 @@ class _Round:
     refused: dict[int, str]
     included: dict[int, MaskedUpdate] | None = None
     onchain: frozenset[int] | None = None
+
+
+def counted_reveals(attested: Mapping[int, Collection[int]], committee: int) -> frozenset[int]:
+    """The record positions attested by at least f + 1 of the ``committee`` members
+    (``attested``: member -> positions it holds), f = ⌊(n − 1)/3⌋: at least one correct
+    member holds each, so every honest aggregator can fetch it; the others count as no
+    reveal, for every aggregator alike."""
+    quorum = (committee - 1) // 3 + 1
+    votes: dict[int, int] = {}
+    for held in attested.values():
+        for i in set(held):
+            votes[i] = votes.get(i, 0) + 1
+    return frozenset(i for i, n in votes.items() if n >= quorum)
+
+
+class _ChainSeeds(Mapping[int, bytes]):
+    """The pinned graph seeds of a task, read from its records contract on demand."""
+
+    def __init__(self, view: SecAggView) -> None:
+        self.view = view
+
+    def __getitem__(self, round_: int) -> bytes:
+        seed = self.view.graph_seed(round_)
+        if seed is None:
+            raise KeyError(round_)
+        return seed
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(sorted(self.view._seeds))
+
+    def __len__(self) -> int:
+        return len(self.view._seeds)
 
 
 class SecAggView:
@@ -87,6 +135,39 @@ class SecAggView:
         self.dim = private_dim(manifest, self.spec)
         self.max_bytes = max_payload_bytes(manifest.layout, self.dim, self.spec.num_clients or 1)
         self._rounds: dict[int, _Round] = {}
+        self._seeds: dict[int, bytes] = {}
+        #: who pays for pinning graph seeds (the in-process relayer; None: the client)
+        self.pinner: LocalAccount | None = None
+        self._reveal_window: int | None = None
+        self._attested: set[tuple[str, int]] = set()
+        self._graph = graph_of(self.spec, task.address, _ChainSeeds(self))
+
+    def graph_seed(self, round_: int) -> bytes | None:
+        """``round_``'s pinned mask-graph randomness (SecAgg+; None: not pinned yet)."""
+        if round_ not in self._seeds:
+            seed = self.records.graph_seed(round_)
+            if seed is None:
+                return None
+            self._seeds[round_] = seed
+        return self._seeds[round_]
+
+    def graph_ready(self, round_: int) -> bool:
+        """Whether ``round_``'s mask graph is known (always, for the full graph)."""
+        return not self.spec.secagg_plus or self.graph_seed(round_) is not None
+
+    def pin_graph(self, acct: LocalAccount, round_: int) -> bool:
+        """Pin ``round_``'s mask-graph seed if it is due and not pinned (SecAgg+: during the
+        round before it, once every graph position is registered); True if it sent one."""
+        if self.graph_ready(round_):
+            return False
+        if self.task.client_count() < (self.spec.num_clients or 0):
+            return False  # graph positions still open
+        # (after the last round too: the last round's updates carry a next key, dealt along it)
+        try:
+            self.records.pin_graph_seed(acct, round_)
+        except ContractRevert:
+            return False  # the round moved on, or someone else pinned it first
+        return True
 
     def context(self, round_: int) -> SecAggContext:
         """The context of ``round_``: encryption keys registered before it opened."""
@@ -94,9 +175,10 @@ class SecAggView:
 
     def dealing_context(self, round_: int) -> SecAggContext:
         """Whom a key record posted during ``round_`` deals to: every key registered so far
-        (a superset of the round's context, so the record checks in the next round)."""
+        (a superset of the round's context, so the record checks in the next round), along
+        the next round's mask graph."""
         keys = usable_enc_keys(self.records.enc_keys(round_))
-        return SecAggContext(self.task.address, self.spec.threshold, keys)
+        return SecAggContext(self.task.address, self.spec.threshold, keys, self._graph)
 
     def peers(self, round_: int) -> dict[int, KeyRecord]:
         """``P_r``: every client whose mask key is in force in ``round_`` (valid records)."""
@@ -105,7 +187,7 @@ class SecAggView:
     def _round(self, round_: int) -> _Round:
         if round_ not in self._rounds:
             keys = usable_enc_keys(self.records.enc_keys(round_ - 1)) if round_ > 0 else {}
-            ctx = SecAggContext(self.task.address, self.spec.threshold, keys)
+            ctx = SecAggContext(self.task.address, self.spec.threshold, keys, self._graph)
             carried: dict[int, bytes] = {}
             if round_ > 1:
                 updates, payloads = fetch_included(self.task, self.store, round_ - 1)
@@ -140,8 +222,49 @@ class SecAggView:
         return True
 
     def settled(self, round_: int) -> bool:
-        """Whether ``round_``'s published inputs are final (its reveal window has closed)."""
-        return not self.records.revealing(round_)
+        """Whether ``round_``'s published inputs are final: its reveal window has closed
+        (SecAgg+: and the window for attesting reveal payloads after it)."""
+        if self.records.revealing(round_):
+            return False
+        if not self.spec.secagg_plus:
+            return True
+        start = self.task.round_info(round_).attempt_start
+        return self.task.chain.block_number() >= start + 2 * self._window()
+
+    def _window(self) -> int:
+        if self._reveal_window is None:
+            self._reveal_window = int(
+                self.records.chain.call(self.records.contract.functions.revealWindow())
+            )
+        return self._reveal_window
+
+    def attest_reveals(self, acct: LocalAccount, round_: int) -> int | None:
+        """SecAgg+: once the reveal window closed, attest the reveal payloads this node holds
+        (one transaction per member and round); the number attested, or None if not due."""
+        key = (acct.address, round_)
+        if not self.spec.secagg_plus or key in self._attested or self.records.revealing(round_):
+            return None
+        start = self.task.round_info(round_).attempt_start
+        if self.task.chain.block_number() + 1 >= start + 2 * self._window():
+            return None  # the window is over
+        held = [
+            rec.index
+            for rec in self.records.records(round_)
+            if rec.kind == REVEAL and self.reveal_payload(rec.payload) is not None
+        ]
+        self._attested.add(key)
+        try:
+            self.records.attest_reveals(acct, round_, held)
+        except ContractRevert:
+            return None
+        return len(held)
+
+    def counted_reveals(self, round_: int) -> frozenset[int]:
+        """SecAgg+: the positions of ``round_``'s records whose reveal payload f + 1
+        committee members attested (at least one correct member holds it)."""
+        start = self.task.round_info(round_).attempt_start
+        attested = self.records.reveal_attestations(round_, start)
+        return counted_reveals(attested, self.task.committee_size())
 
     def included_clients(self, round_: int) -> frozenset[int]:
         """The clients the contract included in ``round_`` (its bitmap: the same set for
@@ -177,9 +300,16 @@ class SecAggView:
     def inputs(self, round_: int, updates: Sequence[RegisteredUpdate]) -> PrivateInputs:
         """What ``execute_round`` needs beyond the payloads (aggregators and verifiers)."""
         state = self._round(round_)
+        counted = self.counted_reveals(round_) if self.spec.secagg_plus else None
         reveals = tuple(
-            (rec.client, rec.payload) for rec in self.records.records(round_) if rec.kind == REVEAL
+            (rec.client, self.reveal_payload(rec.payload))
+            for rec in self.records.records(round_)
+            if rec.kind == REVEAL and (counted is None or rec.index in counted)
         )
+        if counted is not None and any(payload is None for _, payload in reveals):
+            # attested by f + 1 members, so a correct one serves it: fetch again later
+            raise StorageError(f"round {round_}: an attested reveal payload is not here yet")
+        seeds = {r: s for r in (round_, round_ + 1) if (s := self.graph_seed(r)) is not None}
         return PrivateInputs(
             clients=tuple(self._client(u.client) for u in updates),
             task=self.task.address,
@@ -187,7 +317,21 @@ class SecAggView:
             peers=state.peers,
             reveals=reveals,
             included=self.included_clients(round_),
+            graph_seeds=seeds if self.spec.secagg_plus else {},
         )
+
+    def reveal_payload(self, record: bytes) -> bytes | None:
+        """A reveal from its record: under SecAgg+ the record is the digest of the reveal in
+        content storage (None when it is missing or not a digest: it counts as no reveal),
+        in the full graph the reveal itself."""
+        if not self.spec.secagg_plus:
+            return record
+        if len(record) != 32:
+            return None
+        try:
+            return get_by_digest(self.store, record)
+        except StorageError:
+            return None
 
     def _client(self, address: str) -> int:
         index = self.task.client_index(address)
@@ -295,7 +439,7 @@ class SecAggClient:
             if self.index not in records.first_payloads(round_, ENC_KEY):
                 out.append((ENC_KEY, self.secrets.enc_public))
             return out  # nothing else before the key is registered
-        if self._key_record_due(round_, phase, everyone):
+        if self._key_record_due(round_, phase, everyone) and self.view.graph_ready(round_ + 1):
             ctx = self.view.dealing_context(round_)
             out.append((MASK_KEY, client_key_record(self.secrets, round_ + 1, ctx).to_bytes()))
         if (
@@ -306,6 +450,9 @@ class SecAggClient:
         ):
             reveal = self.reveal(round_)
             if reveal is not None:
+                if self.view.spec.secagg_plus:  # O(K) records: the digest on-chain
+                    self.view.store.put(reveal)
+                    reveal = content_digest(reveal)
                 out.append((REVEAL, reveal))
         return out
 
@@ -319,8 +466,11 @@ class SecAggClient:
         return not self.takes_part(round_)  # sits this round out, in force from the next
 
     def payload(self, client: ClientNode, round_: int, vector: np.ndarray) -> bytes:
-        """The masked update of ``vector`` for ``round_`` (this client must be a peer)."""
+        """The masked update of ``vector`` for ``round_`` (this client must be a peer); under
+        SecAgg+ it pins the next round's graph first if nobody has (its next key is dealt
+        along it)."""
         view = self.view
+        view.pin_graph(view.pinner or self.account, round_ + 1)
         return client_masked_update(
             self.secrets, round_, vector, view.peers(round_), view.context(round_)
         ).to_bytes()
@@ -343,6 +493,7 @@ class SecAggClient:
                 view.peers(round_),
                 shares,
                 view.context(round_),
+                view.spec.min_included,
             )
         except RevealUnsafe:
             return None
@@ -352,6 +503,8 @@ class SecAggClient:
         """Publish what is due now, each record in its own transaction (no relayer)."""
         phase = self.view.task.phase(round_) if round_ > 0 else Phase.PENDING
         events: list[ClientEvent] = []
+        if self.view.pin_graph(self.account, round_ + 1):
+            events.append(ClientEvent(round_, "graph-seed-pinned", {"round": round_ + 1}))
         for kind, payload in self.due(round_, phase, self.view.spec.num_clients or 0):
             name = f"record-{KINDS[kind]}"
             try:

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import pairwise
 
 import numpy as np
@@ -131,8 +131,14 @@ def usable_public_key(public: bytes) -> bool:
     are read, so it never enters a round."""
     if not isinstance(public, bytes | bytearray) or len(public) != 32:
         return False
+    return _usable(bytes(public))
+
+
+@lru_cache(maxsize=1 << 14)
+def _usable(public: bytes) -> bool:
+    # cached: every client checks every registered key each round (O(K^2) exchanges at K = 1,000)
     try:
-        _PROBE.exchange(X25519PublicKey.from_public_bytes(bytes(public)))
+        _PROBE.exchange(X25519PublicKey.from_public_bytes(public))
     except ValueError:
         return False
     return True
@@ -438,15 +444,17 @@ def mask_update(
     self_mask: int,
     task: str,
     round_: int,
+    neighbours: Collection[int] | None = None,
 ) -> NDArray[np.uint32]:
-    """``y = x + PRG(b) + Σ s(u,v)·PRG(k_uvr)`` in Z_2^32 over every other registered peer."""
+    """``y = x + PRG(b) + Σ s(u,v)·PRG(k_uvr)`` in Z_2^32 over every other peer, or only the
+    peers in ``neighbours`` (SecAgg+: the client's neighbours in the round's mask graph)."""
     x = np.asarray(update)
     if x.ndim != 1 or not np.issubdtype(x.dtype, np.integer):
         raise ConfigError("the update must be a flat integer (fixed-point) vector")
     y = x.astype(np.int64).astype(RING)  # two's complement: int32 values embed in Z_2^32
     y += expand_mask(_seed_bytes(self_mask), x.size)
     for peer in peers:
-        if peer.index == me.index:
+        if peer.index == me.index or (neighbours is not None and peer.index not in neighbours):
             continue
         p = expand_mask(
             pairwise_seed(me.mask_secret, peer.mask_pk, task, round_, me.index, peer.index), x.size
@@ -583,15 +591,20 @@ def unmask_sum(
     self_masks: Mapping[int, DealtShares],
     mask_keys: Mapping[int, DealtShares],
     reveals: Sequence[Reveal],
+    graph: Callable[[int], Collection[int]] | None = None,
 ) -> UnmaskResult:
     """``Σ_{u ∈ included} x_u`` from published material only (pure, deterministic).
 
     ``bundles``: every registered client's keys in force this round (the peer set);
     ``masked``: the included clients' masked updates; ``self_masks``: their dealt self-mask
     shares; ``mask_keys``: the dealt mask-key shares of every registered client; ``reveals``:
-    what the survivors revealed. Raises :class:`SecAggThresholdError` when some secret has
-    fewer than its threshold of valid shares, :class:`SecAggShareError` (role ``dealer``)
-    when a dealer's shares reconstruct to something other than its commitment.
+    what the survivors revealed; ``graph``: the share holders (neighbours, the client itself
+    included) of each client in the round's mask graph (None: the full graph). Only what is
+    needed is reconstructed: the self mask of every included client and the mask key of every
+    dropped client with an included neighbour (SecAgg+, Bell et al. 2020). Raises
+    :class:`SecAggThresholdError` when some secret has fewer than its threshold of valid
+    shares, :class:`SecAggShareError` (role ``dealer``) when a dealer's shares reconstruct
+    to something other than its commitment.
     """
     included = sorted(masked)
     if not included:
@@ -599,7 +612,15 @@ def unmask_sum(
     unknown = [u for u in included if u not in bundles]
     if unknown:
         raise SecAggError(f"included clients {unknown} have no registered key bundle")
-    dropped = [v for v in sorted(bundles) if v not in masked]
+    members = set(included)
+    partners: dict[int, list[int]] = {}  # dropped v -> included clients that masked with it
+    for v in sorted(bundles):
+        if v in masked:
+            continue
+        linked = included if graph is None else sorted(members & set(graph(v)) - {v})
+        if linked:
+            partners[v] = linked
+    dropped = list(partners)
     dims = {np.asarray(masked[u]).shape for u in included}
     if len(dims) != 1 or len(next(iter(dims))) != 1:
         raise SecAggError("masked updates differ in shape or are not flat")
@@ -651,7 +672,7 @@ def unmask_sum(
         total += np.asarray(masked[u], dtype=RING)
         total -= expand_mask(_seed_bytes(self_seeds[u]), dim)
     for v in dropped:
-        for u in included:
+        for u in partners[v]:
             p = expand_mask(
                 pairwise_seed(key_secrets[v], bundles[u].mask_pk, task, round_, u, v), dim
             )

@@ -27,7 +27,7 @@ keys, threshold), so honest nodes agree on which payloads are valid.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,6 +65,7 @@ __all__ = [
     "keys_in_force",
     "max_payload_bytes",
     "peers_from_payloads",
+    "table_graph",
     "unmask_round",
     "usable_enc_keys",
 ]
@@ -77,14 +78,51 @@ NEXT_KEY_KEY = "secagg/next_key"
 _TENSORS = {ROUND_KEY, MASKED_KEY, SELF_SHARES_KEY, NEXT_KEY_KEY}
 
 
+#: The mask graph of one round: client -> its share holders (its neighbours and itself).
+Holders = Callable[[int], Collection[int]]
+
+
 @dataclass(frozen=True)
 class SecAggContext:
-    """The public context every check runs in: the task, the Shamir threshold, and the
-    registered encryption keys (client index -> 32-byte X25519 public key)."""
+    """The public context every check runs in: the task, the Shamir threshold, the
+    registered encryption keys (client index -> 32-byte X25519 public key) and the mask
+    graph of each round (``graph(round)``: the round's share holders, see :data:`Holders`;
+    None, or a round it maps to None: the full graph of Bonawitz et al.)."""
 
     task: str
     threshold: int
     enc_keys: Mapping[int, bytes]
+    graph: Callable[[int], Holders | None] | None = None
+
+    def round_graph(self, round_: int) -> Holders | None:
+        """The share holders of each client in ``round_`` (None: everyone)."""
+        return None if self.graph is None else self.graph(round_)
+
+    def holders(self, round_: int, client: int) -> frozenset[int] | None:
+        """Whom ``client`` masks with and deals its shares to in ``round_`` (itself
+        included), or None in the full graph."""
+        graph = self.round_graph(round_)
+        return None if graph is None else frozenset(graph(client)) | {client}
+
+    def dealing_keys(self, round_: int, client: int) -> dict[int, bytes]:
+        """The encryption keys ``client`` deals its shares of ``round_`` to."""
+        holders = self.holders(round_, client)
+        if holders is None:
+            return dict(self.enc_keys)
+        return {c: k for c, k in self.enc_keys.items() if c in holders}
+
+
+def table_graph(table: Sequence[Collection[int]]) -> Holders:
+    """The share holders of a neighbour table (``table[u]``: ``u``'s neighbours, e.g. a
+    Harary graph over the task's clients ``0..K-1``); a client outside it has none."""
+    rows = [frozenset(row) for row in table]
+
+    def holders(client: int) -> Collection[int]:
+        if 0 <= client < len(rows):
+            return rows[client] | {client}
+        return frozenset()
+
+    return holders
 
 
 def usable_enc_keys(keys: Mapping[int, bytes]) -> dict[int, bytes]:
@@ -156,6 +194,15 @@ def check_dealt(
     strangers = [r for r in dealt.recipients if r not in ctx.enc_keys]
     if strangers:
         raise SecAggError(f"{where}: dealt to unregistered clients {strangers[:5]}")
+    holders = ctx.holders(round_, dealer)
+    if holders is not None:
+        outside = [r for r in dealt.recipients if r not in holders]
+        if outside:
+            raise SecAggError(
+                f"{where}: dealt to clients {outside[:5]} outside its neighbours in the "
+                f"round's mask graph"
+            )
+        must_cover = [c for c in must_cover if c in holders]
     missing = [c for c in must_cover if not dealt.holds(c)]
     if missing:
         raise SecAggError(f"{where}: no share for peers {missing[:5]}")
@@ -234,7 +281,7 @@ def client_key_record(secrets: ClientSecrets, round_from: int, ctx: SecAggContex
         keys.mask_secret,
         MASK_KEY,
         keys,
-        ctx.enc_keys,
+        ctx.dealing_keys(round_from, secrets.index),
         ctx.threshold,
         ctx.task,
         round_from,
@@ -267,12 +314,13 @@ def client_masked_update(
         self_mask,
         ctx.task,
         round_,
+        ctx.holders(round_, secrets.index),
     )
     shares = deal_shares_to(
         self_mask,
         SELF_MASK,
         me,
-        ctx.enc_keys,
+        ctx.dealing_keys(round_, secrets.index),
         ctx.threshold,
         ctx.task,
         round_,
@@ -362,7 +410,11 @@ def client_reveal(
     """
     inc = set(included)
     check_reveal_safe(
-        inc & set(peers), peers, ctx.threshold, ctx.threshold if n_min is None else n_min
+        inc & set(peers),
+        peers,
+        ctx.threshold,
+        ctx.threshold if n_min is None else n_min,
+        ctx.round_graph(round_),
     )
     return make_reveal(
         secrets.keys(round_),
@@ -402,4 +454,5 @@ def unmask_round(
         {c: mu.self_mask_shares for c, mu in included.items()},
         {c: rec.shares for c, rec in peers.items()},
         own,
+        ctx.round_graph(round_),
     )

@@ -24,6 +24,7 @@ accountant charges each round's ε-DP clip bit on top of the noise.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
@@ -101,6 +102,10 @@ def parse_mode(text: str) -> str:
     return mode
 
 
+#: The mask graphs of secure aggregation: Bonawitz et al.'s complete graph, or SecAgg+'s
+#: random Harary graph (privacy.mask_graph).
+MASK_GRAPHS = ("full", "harary")
+
 #: What a client registers as ``numSamples`` in a sum mode (``PrivacySpec.sample_counts``).
 SAMPLE_COUNTS = ("exact", "bucket", "hidden")
 
@@ -151,6 +156,23 @@ class PrivacySpec:
     records_contract: str | None = None
     reveal_window: int = 3
     sample_counts: str = "exact"
+    mask_graph: str = "full"
+    graph_degree: int = 0
+    graph_threshold: int = 0
+    corrupt_fraction: float = 0.0
+
+    @property
+    def secagg_plus(self) -> bool:
+        """True when secure aggregation masks along a random Harary graph (SecAgg+)."""
+        return self.mask_graph == "harary" and "secagg" in self.components
+
+    @property
+    def min_included(self) -> int:
+        """``n_min = ⌈(1 − δ)K⌉``: the fewest included updates a round reveals for (and the
+        count the distributed-DP noise is calibrated to)."""
+        if self.num_clients is None:
+            raise ConfigError("the number of clients is not set")
+        return survivor_threshold(self.num_clients, self.dropout_fraction)
 
     @property
     def enabled(self) -> bool:
@@ -186,10 +208,11 @@ class PrivacySpec:
 
     @property
     def threshold(self) -> int:
-        """Secure aggregation's Shamir threshold ``t = ⌈(1 − ρ)K⌉`` (sum modes)."""
-        if self.num_clients is None:
-            raise ConfigError("the number of clients is not set")
-        return survivor_threshold(self.num_clients, self.dropout_fraction)
+        """Secure aggregation's Shamir threshold: ``t = ⌈(1 − ρ)K⌉`` of all clients in the
+        full graph, the task's ``graph_threshold`` of a client's neighbours in SecAgg+."""
+        if self.secagg_plus:
+            return self.graph_threshold
+        return self.min_included
 
     @property
     def sensitivity(self) -> float:
@@ -271,8 +294,16 @@ class PrivacySpec:
             raise ConfigError(f"dropout_fraction {self.dropout_fraction!r}: must lie in [0, 1)")
         if int(self.reveal_window) < 1:
             raise ConfigError(f"reveal_window {self.reveal_window!r}: must be at least 1 block")
-        if "secagg" in self.components:
-            check_threshold_floor(self.num_clients, self.threshold)
+        if self.mask_graph not in MASK_GRAPHS:
+            raise ConfigError(f"mask_graph {self.mask_graph!r}: must be one of {list(MASK_GRAPHS)}")
+        if self.mask_graph != "full" and "secagg" not in self.components:
+            raise ConfigError(f"mask_graph {self.mask_graph!r}: only secure aggregation masks")
+        if not 0.0 <= float(self.corrupt_fraction) < 0.5:
+            raise ConfigError(f"corrupt_fraction {self.corrupt_fraction!r}: must lie in [0, 0.5)")
+        if self.secagg_plus:
+            self._validate_graph()
+        elif "secagg" in self.components:
+            check_threshold_floor(self.num_clients, self.threshold, self.corrupt_fraction)
         if self.sample_counts not in SAMPLE_COUNTS:
             raise ConfigError(
                 f"sample_counts {self.sample_counts!r}: must be one of {list(SAMPLE_COUNTS)}"
@@ -292,6 +323,32 @@ class PrivacySpec:
             )
         if self.he_threshold_key:
             self._validate_threshold_he()
+
+    def _validate_graph(self) -> None:
+        """SecAgg+: ``2 <= k < K − 1`` neighbours, a threshold ``2 <= t <= k + 1``, above the
+        corrupt share of a neighbourhood, and a neighbourhood that survives the dropouts."""
+        k, t, n = int(self.graph_degree), int(self.graph_threshold), self.num_clients or 0
+        if not 2 <= k < n - 1:
+            raise ConfigError(
+                f"graph_degree {k}: SecAgg+ needs 2 <= k < K - 1 = {n - 1} (use mask_graph "
+                "'full' for a complete graph)"
+            )
+        if not 2 <= t <= k + 1:
+            raise ConfigError(
+                f"graph_threshold {t}: must lie in 2..k + 1 = {k + 1} (at t = 1 every share is "
+                "the secret)"
+            )
+        if t <= self.corrupt_fraction * (k + 1):
+            raise ConfigError(
+                f"graph_threshold {t}: the expected {self.corrupt_fraction:g} x {k + 1} corrupt "
+                "neighbours could reconstruct a secret alone (raise the threshold)"
+            )
+        if t > math.floor((1.0 - self.dropout_fraction) * (k + 1)):
+            raise ConfigError(
+                f"graph_threshold {t}: a neighbourhood of {k + 1} keeps only "
+                f"{math.floor((1.0 - self.dropout_fraction) * (k + 1))} members after "
+                f"{self.dropout_fraction:g} dropouts (lower the threshold or --dropout-fraction)"
+            )
 
     def _validate_threshold_he(self) -> None:
         from privacy import he
@@ -425,6 +482,17 @@ class PrivacySpec:
             }
             if self.sample_counts != "exact":  # absent by default: manifest hashes unchanged
                 out["aggregation"]["sample_counts"] = self.sample_counts
+            if self.secagg_plus:  # absent for the full graph: manifest hashes unchanged
+                from privacy.mask_graph import GRAPH_VERSION
+
+                out["aggregation"]["graph"] = {
+                    "kind": self.mask_graph,
+                    "version": GRAPH_VERSION,
+                    "degree": self.graph_degree,
+                    "threshold": self.graph_threshold,
+                    "corrupt_fraction": self.corrupt_fraction,
+                    "min_included": self.min_included,
+                }
         if self.distributed:
             p = self.ddp()
             out["ddp"] = {
@@ -473,6 +541,21 @@ class PrivacySpec:
                     reveal_window=int(agg.get("reveal_window", 3)),
                     sample_counts=str(agg.get("sample_counts", "exact")),
                 )
+                if "graph" in agg:
+                    from privacy.mask_graph import GRAPH_VERSION
+
+                    graph = agg["graph"]
+                    if str(graph["version"]) != GRAPH_VERSION:
+                        raise ConfigError(
+                            f"mask graph version {graph['version']}: this build derives "
+                            f"version {GRAPH_VERSION}"
+                        )
+                    kw.update(
+                        mask_graph=str(graph["kind"]),
+                        graph_degree=int(graph["degree"]),
+                        graph_threshold=int(graph["threshold"]),
+                        corrupt_fraction=float(graph["corrupt_fraction"]),
+                    )
             if "ddp" in obj:
                 kw["ddp_scale"] = int(obj["ddp"]["scale"])
             if "adaptive_clip" in obj:

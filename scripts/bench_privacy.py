@@ -96,6 +96,83 @@ def secagg_row(k: int, d: int, units: dict[str, float], ddp: bool) -> tuple[int,
     return upload, client, agg / k
 
 
+#: Gas of one relayed record (embedded chain, batches of 25; docs/privacy.md): a fixed part
+#: and a slope per payload byte (calldata and event data), fitted on the measured 32-byte
+#: ENC_KEY (17,577) and ~1,114-byte full-graph REVEAL (45,831) records.
+RECORD_GAS_FIXED, RECORD_GAS_PER_BYTE = 16_740, 26.1
+#: SecAgg+ graphs of the benchmark (Bell et al.'s finder, gamma = 0.1, delta = 0.3): K -> (k, t)
+#: (K = 1,000: the issue's published point; K = 100: the finder's output, when available).
+PLUS_GRAPHS = {1000: (88, 36)}
+
+
+def plus_graph(k: int) -> tuple[int, int] | None:
+    """(degree, threshold) for K = ``k`` from the parameter finder, else the table above."""
+    try:
+        import importlib
+
+        params = importlib.import_module("privacy.secagg_graph").find_parameters(k, 0.1, 0.3)
+        return int(params.degree), int(params.threshold)
+    except (ImportError, ValueError):
+        return PLUS_GRAPHS.get(k)
+
+
+def secagg_graph_row(
+    k: int, deg: int, d: int, units: dict[str, float]
+) -> tuple[int, float, float, float]:
+    """Bytes per client, client and aggregator seconds, and the reveal records' gas of one
+    ddp+secagg round on a mask graph where each client has ``deg`` neighbours (``deg = K −
+    1``: the full graph, reveals on-chain; else SecAgg+, reveals in content storage with a
+    32-byte digest on-chain), 30 % dropouts."""
+    holders = deg + 1
+    dealt = DEALT_HEADER + holders * DEALT_BYTES_PER_SHARE
+    reveal = 8 + holders * REVEAL_BYTES_PER_SHARE  # at most one share per holder
+    upload = 4 * d + 2 * dealt + 4 + 64 + reveal
+    client = deg * (units["prg"] + units["add"] + units["agree"]) + 2 * units["deal3"] / 3 * holders
+    client += units["skellam"]
+    dropped = int(0.3 * k)
+    included = k - dropped
+    linked = deg * included / k  # included neighbours of a dropped client
+    agg = included * (units["prg"] + 2 * units["add"])
+    agg += dropped * linked * (units["prg"] + units["add"] + units["agree"])
+    agg += k * (units["deal3"] / 3) * 0.1 * holders / k  # Lagrange over t <= k + 1 points
+    on_chain = reveal if deg == k - 1 else 32
+    gas = included * (RECORD_GAS_FIXED + RECORD_GAS_PER_BYTE * on_chain)
+    return upload, client, agg, gas
+
+
+def secagg_plus_table(d: int, units: dict[str, float], plain_bytes: int) -> None:
+    """SecAgg+ beside the full graph at K in {100, 1,000} (issue 21)."""
+    print(
+        "\n# SecAgg+ (random Harary graph, Bell et al. 2020) beside the full graph, ddp+secagg, "
+        f"d = {d:.0e}, 30 % dropouts"
+    )
+    print(
+        "| graph | K | k | t | bytes up / client | expansion | client s | aggregator s "
+        "(round) | reveal gas / round |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for k in (100, 1000):
+        rows = [("full", k - 1, math.ceil(0.7 * k))]
+        graph = plus_graph(k)
+        if graph is not None:
+            rows.append(("SecAgg+", *graph))
+        for name, deg, t in rows:
+            up, client, agg, gas = secagg_graph_row(k, deg, d, units)
+            print(
+                f"| {name} | {k} | {deg} | {t} | {up:,} | {up / plain_bytes:.2f}x | "
+                f"{client:.3f}* | {agg:.2f}* | {gas / 1e6:,.1f} M |"
+            )
+        if graph is None:
+            print(f"| SecAgg+ | {k} | — | — | (no parameter finder in this build) | | | | |")
+    print(
+        "| Bonawitz et al. 2017 (reference) | 2^10 | full | | | 1.73x | | | |\n"
+        "* extrapolated from measured unit costs x exact operation counts; reveal gas from the "
+        "measured record gas (fixed + per byte); the full graph also deals O(K) key-record "
+        "bytes on-chain per rekeying client. K = 1,000 on the chain end to end: "
+        "scripts/secagg_plus_k1000.py."
+    )
+
+
 def secagg_measured(k: int, d: int) -> tuple[float, float]:
     rb = os.urandom
     keys = [secagg.generate_keys(i, rb) for i in range(k)]
@@ -246,11 +323,17 @@ def main() -> None:
         "--threshold", action="store_true", help="also time threshold Paillier decryption"
     )
     parser.add_argument(
+        "--secagg-plus-only", action="store_true", help="only the SecAgg+ / full-graph table"
+    )
+    parser.add_argument(
         "--threshold-bits", type=int, default=2048, help="modulus of the threshold key"
     )
     args = parser.parse_args()
     if args.e2e_only:
         end_to_end(args.e2e_clients, args.e2e_rounds, args.out)
+        return
+    if args.secagg_plus_only:
+        secagg_plus_table(10**4, secagg_units(10**4), plain_costs(10**4)[0])
         return
     dims = [10**4] if args.quick else [10**4, 10**6]
     ks = [10, 100, 1000]
@@ -289,6 +372,7 @@ def main() -> None:
         "graph, mask keys rotated every round, 30 % dropouts). Bonawitz et al. 2017 report "
         "1.73x expansion at 2^10 users and 2^20 dimensions (16-bit values)."
     )
+    secagg_plus_table(10**4, secagg_units(10**4), plain_costs(10**4)[0])
     if args.threshold:
         threshold_table(args.threshold_bits, hu, pk)
     if args.e2e:

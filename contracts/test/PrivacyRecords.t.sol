@@ -14,7 +14,7 @@ abstract contract RecordsFixture is TaskFixture {
     function setUpRecords() internal {
         FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
         deploy(cfg);
-        records = new PrivacyRecords(address(task), REVEAL_WINDOW);
+        records = new PrivacyRecords(address(task), REVEAL_WINDOW, 0);
         registerCommittee(4);
         registerClients(4);
     }
@@ -59,10 +59,64 @@ contract PrivacyRecordsUnitTest is RecordsFixture {
     }
 
     function test_constructor_windowAtLeastOne() public {
-        PrivacyRecords r = new PrivacyRecords(address(task), 0);
+        PrivacyRecords r = new PrivacyRecords(address(task), 0, 0);
         assertEq(r.revealWindow(), 1, "window 0 -> 1");
         assertEq(address(records.task()), address(task), "task");
         assertEq(records.revealWindow(), REVEAL_WINDOW, "window");
+    }
+
+    function test_pinGraphSeed_onceInThePreviousRoundAfterEveryPosition() public {
+        PrivacyRecords r = new PrivacyRecords(address(task), REVEAL_WINDOW, 5);
+        // four of five graph positions registered: nobody may pin yet
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.GraphSeedNotPinnable.selector, 1, 0, 4));
+        r.pinGraphSeed(1);
+        vm.prank(client(4));
+        task.registerClient();
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.GraphSeedNotPinnable.selector, 2, 0, 5));
+        r.pinGraphSeed(2);
+        vm.roll(block.number + 7);
+        bytes32 expected = keccak256(abi.encode(blockhash(block.number - 1), block.prevrandao, uint256(1)));
+        vm.expectEmit(true, true, true, true, address(r));
+        emit PrivacyRecords.GraphSeedPinned(1, block.number, expected);
+        bytes32 seed = r.pinGraphSeed(1);
+        assertEq(seed, expected, "seed");
+        assertEq(r.graphSeed(1), seed, "stored");
+        vm.roll(block.number + 3);
+        assertEq(r.pinGraphSeed(1), seed, "a later call returns the pinned seed");
+        // the full graph pins nothing
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.GraphSeedNotPinnable.selector, 1, 0, 5));
+        records.pinGraphSeed(1);
+        startTask();
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.GraphSeedNotPinnable.selector, 3, 1, 5));
+        r.pinGraphSeed(3);
+        assertTrue(r.pinGraphSeed(2) != 0, "round 2 during round 1");
+    }
+
+    function test_attestReveals_membersOnceInsideTheWindow() public {
+        uint256[] memory bitmap = new uint256[](1);
+        bitmap[0] = 5;
+        vm.prank(agg(0));
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.NotAttestingReveals.selector, 0));
+        records.attestReveals(0, bitmap);
+        reachRevealing();
+        uint256 start = task.getRound(1).attemptStart;
+        vm.expectEmit(true, true, true, true, address(records));
+        emit PrivacyRecords.RevealsAttested(1, 0, bitmap);
+        vm.prank(agg(0));
+        records.attestReveals(1, bitmap);
+        vm.prank(agg(0));
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.DuplicateRecord.selector, 1, 0, 3));
+        records.attestReveals(1, bitmap);
+        vm.prank(client(0));
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.NotCommitteeMember.selector, client(0)));
+        records.attestReveals(1, bitmap);
+        vm.roll(start + 2 * REVEAL_WINDOW - 1);
+        vm.prank(agg(1));
+        records.attestReveals(1, bitmap);
+        vm.roll(start + 2 * REVEAL_WINDOW);
+        vm.prank(agg(2));
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.NotAttestingReveals.selector, 1));
+        records.attestReveals(1, bitmap);
     }
 
     function test_submitRecord_encKeyBeforeStartInRoundZero() public {

@@ -82,6 +82,10 @@ def demo_config(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         he_threshold=args.he_threshold,
         reveal_window=args.reveal_window,
         sample_counts=args.sample_counts,
+        mask_graph=args.mask_graph,
+        graph_degree=args.graph_degree,
+        graph_threshold=args.graph_threshold,
+        corrupt_fraction=args.corrupt_fraction,
         **engine_overrides(args),
     )
 

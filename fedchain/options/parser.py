@@ -262,6 +262,36 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
         "(%(default)s)",
     )
     g.add_argument(
+        "--mask-graph",
+        choices=["auto", "full", "harary"],
+        default=d.mask_graph,
+        help="secagg: whom a client masks with and shares its secrets among: full (every "
+        "client, Bonawitz et al.), harary (SecAgg+: a random Harary graph from on-chain "
+        "randomness, Bell et al.), auto (harary from 200 clients on) (%(default)s)",
+    )
+    g.add_argument(
+        "--graph-degree",
+        type=int,
+        default=d.graph_degree,
+        help="secagg with --mask-graph harary: neighbours per client (0: from the parameter "
+        "finder) (%(default)s)",
+    )
+    g.add_argument(
+        "--graph-threshold",
+        type=int,
+        default=d.graph_threshold,
+        help="secagg with --mask-graph harary: Shamir threshold among a client's neighbours "
+        "(0: from the parameter finder) (%(default)s)",
+    )
+    g.add_argument(
+        "--corrupt-fraction",
+        type=float,
+        default=d.corrupt_fraction,
+        help="secagg: fraction of clients assumed corrupt (colluding with an aggregator); "
+        "SecAgg+'s parameter finder sizes k and t for it, and the threshold must exceed what "
+        "they hold (%(default)s)",
+    )
+    g.add_argument(
         "--he-threshold",
         type=int,
         default=d.he_threshold,

@@ -277,7 +277,9 @@ def reveal_timing(cfg: DemoConfig, block_time: float) -> dict[str, int]:
     if parse_mode(cfg.privacy) not in SUM_MODES or cfg.reveal_window != DemoConfig.reveal_window:
         return {}
     window = max(cfg.reveal_window, int(-(-REVEAL_SECONDS // block_time)))
-    return {"reveal_window": window, "submit_timeout": cfg.submit_timeout + window}
+    # SecAgg+: the committee attests the content-stored reveals in a second window after it
+    windows = 2 if cfg.privacy_spec().secagg_plus else 1
+    return {"reveal_window": window, "submit_timeout": cfg.submit_timeout + windows * window}
 
 
 #: Seconds ``up`` waits for the client processes' secure-aggregation keys before it starts

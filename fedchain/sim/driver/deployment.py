@@ -505,7 +505,13 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
     config = task_config(cfg, content_digest(initial_payload), manifest.digest)
     task = TaskContract.deploy(chain, deployer, config)
     if spec.hides_updates:
-        records = PrivacyRecordsContract.deploy(chain, deployer, task.address, spec.reveal_window)
+        records = PrivacyRecordsContract.deploy(
+            chain,
+            deployer,
+            task.address,
+            spec.reveal_window,
+            (spec.num_clients or 0) if spec.secagg_plus else 0,
+        )
         if records.address != spec.records_contract:
             raise ChainError(
                 f"the privacy records contract landed at {records.address}, not at "

@@ -49,11 +49,17 @@ class PrivateDriver:
         self.events = events
         self.clock = clock
         self.batch = max(1, int(batch))
+        view.pinner = relayer
 
     def setup(self) -> None:
-        """Register every encryption key, then every first key record (before the start)."""
-        for _ in range(3):  # keys, then key records; a third pass finds nothing due
-            if not self._publish(0, Phase.PENDING):
+        """Register every encryption key, pin round 1's mask graph (SecAgg+), then every first
+        key record (before the start)."""
+        for _ in range(4):  # keys, then key records; a last pass finds nothing due
+            sent = self._publish(0, Phase.PENDING)
+            if self.view.pin_graph(self.relayer, 1):
+                self.events.emit("graph_seed", round=1)
+                sent = True
+            if not sent:
                 return
         raise FedchainError("secure aggregation set-up did not settle: records still due")
 
@@ -62,7 +68,10 @@ class PrivateDriver:
         if self.task.task_completed():
             return False
         round_ = self.task.current_round()
-        return self._publish(round_, self.task.phase(round_))
+        pinned = self.view.pin_graph(self.relayer, round_ + 1)
+        if pinned:
+            self.events.emit("graph_seed", round=round_ + 1)
+        return self._publish(round_, self.task.phase(round_)) or pinned
 
     def _publish(self, round_: int, phase: Phase) -> bool:
         everyone = self.view.spec.num_clients or len(self.clients)
