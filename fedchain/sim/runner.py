@@ -191,7 +191,7 @@ class Demo:
             self.private_driver = PrivateDriver(
                 view, self.clients, d.deployer, self.task, self.events, self.clock
             )
-        if start:
+        if start and cfg.start_task:
             if self.private_driver is not None:
                 self.private_driver.setup()
             self.task.start(d.deployer)
@@ -298,6 +298,8 @@ class Demo:
             self.stalled,
             privacy=self.privacy,
         )
+        #: the round ``abortTask`` ended the task in (0: never started), None if it was not
+        summary["aborted_in_round"] = self.loop.aborted if hasattr(self, "loop") else None
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         self.events.emit(
             "run_finished",
