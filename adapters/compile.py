@@ -37,6 +37,8 @@ MAIN_CONTRACTS: dict[str, str] = {
     "PrivacyRecords.sol": "PrivacyRecords",
     "OneStep.sol": "OneStep",
     "FaultGames.sol": "FaultGames",
+    # deployed by each FedChainTask; its ABI is what reporters commit equivocation evidence to
+    "lib/EquivocationEvidence.sol": "EquivocationEvidence",
 }
 
 #: Compiler settings; part of the artifact so a settings change shows up as drift.

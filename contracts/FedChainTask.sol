@@ -248,6 +248,9 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     /// @param reason 1 unknown message kind, 2 the two messages do not conflict, 3 they were
     ///        signed by different members.
     error InvalidEvidence(uint8 reason);
+    /// @notice `slashEquivocation` by a `reporter` that did not commit to the evidence at
+    ///         least one block before (raised by EquivocationEvidence, declared for the ABI).
+    error EvidenceNotCommitted(address reporter);
 
     // ------------------------------------------------------------------------------------
     // Events
@@ -1090,7 +1093,9 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     ///         `DisputeVerdict` commits (kind 2) for the same dispute and view with opposite
     ///         verdicts. A correct replica never signs such a pair (docs/pbft.md). The member
     ///         loses its whole stake and leaves the rotation and the quorums; the caller is
-    ///         credited half of the stake (rounded down), the rest is burned. Anyone may call.
+    ///         credited half of the stake (rounded down), the rest is burned. Anyone may call
+    ///         who committed to the evidence at least one block before
+    ///         (`EquivocationEvidence.commitEquivocation`, else `EvidenceNotCommitted`).
     ///         If the member was chosen for the current attempt, the attempt restarts (the
     ///         next member gets a whole submitTimeout, not the slashed one's deadline).
     /// @param kind 0 PrePrepare, 1 Prepare, 2 DisputeVerdict.
@@ -1103,11 +1108,12 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         SignedVote calldata a,
         SignedVote calldata b
     ) external {
-        // The evidence checks (kind, conflict, both signatures, one signer) run in `_evidence`,
-        // which takes this call's arguments as they are (same signature).
+        // The evidence checks (kind, conflict, both signatures, one signer, the caller's
+        // commitment at least one block old) run in `_evidence`, which takes this call's
+        // arguments as they are (same signature) with the caller appended.
         (seq, a, b); // forwarded in msg.data
         // slither-disable-next-line low-level-calls
-        (bool ok, bytes memory ret) = address(_evidence).staticcall(msg.data);
+        (bool ok, bytes memory ret) = address(_evidence).staticcall(abi.encodePacked(msg.data, msg.sender));
         if (!ok) {
             assembly ("memory-safe") {
                 revert(add(ret, 32), mload(ret))

@@ -237,10 +237,14 @@ def main() -> None:
             b = replace(a, aggregate_digest=dg("y"))
         proof = proof_of(Evidence(kind, 1, sign(a, liar, dom), sign(b, liar, dom)))
         assert proof is not None
+        sealed = proof.sealed(task.address, aggs[2].address)
+        rows.append(
+            (f"commitEquivocation ({kind})", gas(task.commit_equivocation(aggs[2], sealed)))
+        )
         rows.append(
             (
-                f"slashEquivocation ({kind})",
-                gas(task.slash_equivocation(aggs[2], *proof.contract_args())),
+                f"slashEquivocation ({kind}), after the commitment",
+                gas(task.slash_equivocation(aggs[2], *proof.contract_args(), commit=False)),
             )
         )
     targeted = registration_rows()

@@ -271,6 +271,14 @@ class ClientNotAllowed(TaskRevert):
     params = ("account",)
 
 
+class EvidenceNotCommitted(TaskRevert):
+    """``slashEquivocation`` by a reporter that did not commit to the evidence at least one
+    block before (``commitEquivocation``): a copied reveal is refused."""
+
+    error_name = "EvidenceNotCommitted"
+    params = ("reporter",)
+
+
 class TaskNotStalled(TaskRevert):
     """``abortTask`` while the task still makes progress."""
 
@@ -485,6 +493,7 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         AlreadyChallenged,
         CollectionNotTimedOut,
         TaskNotStalled,
+        EvidenceNotCommitted,
         ClientNotAllowed,
         NoOpenDispute,
         NotAggregator,

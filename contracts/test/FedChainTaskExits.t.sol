@@ -301,6 +301,7 @@ contract FedChainTaskExitsTest is TaskFixture {
         a.signature = abi.encodePacked(r, s, v);
         (v, r, s) = vm.sign(aggKey(member), task.verdictDigest(1, 0, d, false, 9));
         b.signature = abi.encodePacked(r, s, v);
+        commitEvidence(client(1), 2, 9, 0, a, b);
         vm.prank(client(1));
         task.slashEquivocation(2, 9, 0, a, b);
     }

@@ -344,6 +344,8 @@ contract TaskHandler is TaskFixture {
         a.signature = abi.encodePacked(r, s, v);
         (v, r, s) = vm.sign(aggKey(BYZANTINE), task.verdictDigest(1, 0, d, false, viewNumber));
         b.signature = abi.encodePacked(r, s, v);
+        // the reporter commits first; the reveal follows one block later
+        commitEvidence(vm.addr(REPORTER_PK), 2, viewNumber, 0, a, b);
         vm.prank(vm.addr(REPORTER_PK));
         try task.slashEquivocation(2, viewNumber, 0, a, b) {
             _count(this.equivocate.selector);

@@ -332,3 +332,37 @@ def test_client_allowlist_keeps_sybils_out(task_factory: Any) -> None:
     for i, acct in enumerate(honest):
         task.submit_update(acct, 1, dg(("honest", i)), 10)
     assert task.update_count(1) == 2
+
+
+# -- item 7: the equivocation reward is bound to a prior commitment ----------------------
+
+
+def test_copied_equivocation_evidence_pays_the_copier_nothing(task_factory: Any) -> None:
+    """Mempool copying: a watcher copies a reporter's slashEquivocation evidence and sends it
+    from its own account first, to take the reporter's reward."""
+    from adapters.contract import EvidenceNotCommitted
+
+    s = task_factory(n_aggregators=5)
+    task = s.task
+    liar, reporter, copier = s.aggregators[1], s.aggregators[2], s.spare[0]
+    proof = proof_of(_pair(s, liar, "commit"))
+    assert proof is not None
+    args = proof.contract_args()
+    # the reporter commits keccak(evidence, reporter) first: copying that transaction (from
+    # any account) binds the reward to the reporter again, and reveals nothing to copy
+    task.commit_equivocation(copier, proof.sealed(task.address, reporter.address))
+    # the copier front-runs the reveal with the same evidence from its own account: refused,
+    # it never committed; the liar keeps its stake until the reporter reveals
+    with pytest.raises(EvidenceNotCommitted) as info:
+        task.slash_equivocation(copier, *args, commit=False)
+    assert info.value.error_args == {"reporter": copier.address}
+    assert task.credits(copier.address) == 0
+    assert not task.aggregator_info(liar.address).slashed
+    # (a commitment of its own made after seeing the evidence must be at least one block
+    # older than its reveal: contracts/test/FedChainTaskExits.t.sol checks the same block)
+    stake = task.aggregator_info(liar.address).stake
+    receipt = task.slash_equivocation(reporter, *args, commit=False)
+    assert [e.name for e in task.events(receipt)] == ["Slashed", "EquivocationSlashed"]
+    assert task.credits(reporter.address) == stake // 2
+    assert task.credits(copier.address) == 0
+    assert_accounting(s)
