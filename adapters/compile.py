@@ -37,6 +37,7 @@ MAIN_CONTRACTS: dict[str, str] = {
     "PrivacyRecords.sol": "PrivacyRecords",
     "OneStep.sol": "OneStep",
     "FaultGames.sol": "FaultGames",
+    "TaskDisputes.sol": "TaskDisputes",
     # deployed by each FedChainTask; its ABI is what reporters commit equivocation evidence to
     "lib/EquivocationEvidence.sol": "EquivocationEvidence",
 }

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from eth_account.signers.local import LocalAccount
-
 from eth_abi.abi import encode as abi_encode
+from eth_account.signers.local import LocalAccount
 from eth_utils.address import to_checksum_address
 from eth_utils.crypto import keccak as _keccak
 
@@ -144,7 +143,8 @@ class DisputesMixin(ViewsMixin):
 
     def _evidence_contract(self) -> Any:
         abi = load_artifact(ARTIFACT_PATH.with_name("EquivocationEvidence.json"))["abi"]
-        return self.chain.w3.eth.contract(address=self.evidence_address, abi=abi)
+        address = to_checksum_address(self.evidence_address)
+        return self.chain.w3.eth.contract(address=address, abi=abi)
 
     def commit_equivocation(self, acct: LocalAccount, sealed: bytes) -> Any:
         """Commit to equivocation evidence (``EquivocationProof.sealed(task, reporter)``);

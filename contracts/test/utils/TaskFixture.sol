@@ -3,6 +3,7 @@ pragma solidity ^0.8.24;
 
 import {Test} from "./Test.sol";
 import {FedChainTask} from "../../FedChainTask.sol";
+import {FedChainTaskStorage} from "../../FedChainTaskStorage.sol";
 import {EquivocationEvidence} from "../../lib/EquivocationEvidence.sol";
 
 /// @title TaskFixture
@@ -25,7 +26,7 @@ abstract contract TaskFixture is Test {
     FedChainTask internal task;
     address internal owner;
 
-    function defaultConfig() internal pure returns (FedChainTask.TaskConfig memory cfg) {
+    function defaultConfig() internal pure returns (FedChainTaskStorage.TaskConfig memory cfg) {
         cfg.initialModelDigest = MODEL0;
         cfg.ruleId = keccak256("fedavg");
         cfg.ruleParamsHash = keccak256("params");
@@ -48,7 +49,7 @@ abstract contract TaskFixture is Test {
         cfg.abortTimeout = 200;
     }
 
-    function deploy(FedChainTask.TaskConfig memory cfg) internal returns (FedChainTask) {
+    function deploy(FedChainTaskStorage.TaskConfig memory cfg) internal returns (FedChainTask) {
         owner = vm.addr(OWNER_PK);
         vm.roll(100);
         vm.prank(owner);
@@ -114,7 +115,7 @@ abstract contract TaskFixture is Test {
 
     /// @notice Moves to the first block at which `round`'s collection is closed.
     function closeCollection(uint256 round) internal {
-        FedChainTask.RoundInfo memory info = task.getRound(round);
+        FedChainTaskStorage.RoundInfo memory info = task.getRound(round);
         require(info.closeBlock != 0, "collection cannot close: too few updates");
         if (block.number < info.closeBlock) vm.roll(info.closeBlock);
     }
@@ -210,8 +211,8 @@ abstract contract TaskFixture is Test {
         uint8 kind,
         uint256 viewNumber,
         uint256 seq,
-        FedChainTask.SignedVote memory a,
-        FedChainTask.SignedVote memory b
+        FedChainTaskStorage.SignedVote memory a,
+        FedChainTaskStorage.SignedVote memory b
     ) internal view returns (bytes32) {
         return keccak256(
             abi.encode(address(task), kind, viewNumber, seq, keccak256(a.signature), keccak256(b.signature), reporter)
@@ -224,8 +225,8 @@ abstract contract TaskFixture is Test {
         uint8 kind,
         uint256 viewNumber,
         uint256 seq,
-        FedChainTask.SignedVote memory a,
-        FedChainTask.SignedVote memory b
+        FedChainTaskStorage.SignedVote memory a,
+        FedChainTaskStorage.SignedVote memory b
     ) internal {
         evidenceOf(task).commitEquivocation(sealedEvidence(reporter, kind, viewNumber, seq, a, b));
         vm.roll(block.number + 1);
