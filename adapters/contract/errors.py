@@ -279,6 +279,13 @@ class EvidenceNotCommitted(TaskRevert):
     params = ("reporter",)
 
 
+class SlotsNotOpen(TaskRevert):
+    """Every slot the round opened so far is taken (``min_collection_blocks``): later."""
+
+    error_name = "SlotsNotOpen"
+    params = ("round", "open")
+
+
 class TaskNotStalled(TaskRevert):
     """``abortTask`` while the task still makes progress."""
 
@@ -494,6 +501,7 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         CollectionNotTimedOut,
         TaskNotStalled,
         EvidenceNotCommitted,
+        SlotsNotOpen,
         ClientNotAllowed,
         NoOpenDispute,
         NotAggregator,
