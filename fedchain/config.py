@@ -65,6 +65,13 @@ class DemoConfig:
     collect_timeout: int = 50
     #: admit only the run's own clients (the contract's clientAllowlist): sybils cannot register
     client_allowlist: bool = False
+    #: wei each client locks when it registers (the contract's clientDeposit), refunded
+    #: (``releaseDeposit``) once the task completed or was aborted; 0: no deposit
+    client_deposit: int = 0
+    #: a round opens its maxUpdates slots progressively over its first this many blocks
+    #: (the contract's minCollectionBlocks), so one batch at round open cannot take every
+    #: slot; 0: all at once
+    min_collection_blocks: int = 0
     #: blocks without progress (a new round, or start since deployment) after which the
     #: aggregator nodes end the task (``abortTask``): every stake and bond is then returned
     abort_timeout: int = 10_000
@@ -197,6 +204,15 @@ class DemoConfig:
         for key in ("epochs", "batch_size", "train_samples"):
             if getattr(self, key) is not None and getattr(self, key) < 1:
                 raise bad(key, "must be at least 1")
+        for key in ("client_deposit", "min_collection_blocks"):
+            if getattr(self, key) < 0:
+                raise bad(key, "must be at least 0 (0: off)")
+        if self.min_collection_blocks > self.collect_window:
+            raise bad(
+                "min_collection_blocks",
+                f"must not exceed collect_window ({self.collect_window}): collection may "
+                "close once the window has passed",
+            )
         if self.leave_after_blocks < 0:
             raise bad("leave_after_blocks", "must be at least 0 (0: never leave)")
         if self.attest_window < 0:

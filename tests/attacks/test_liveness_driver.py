@@ -111,3 +111,43 @@ def test_stalled_task_is_aborted_by_the_nodes(tmp_path: Path) -> None:
     assert [e["action"] for e in _exits(demo)] == ["abortTask"]
     assert demo.task.task_completed()
     _everyone_withdraws(demo)
+
+
+def test_admission_options_end_to_end(tmp_path: Path) -> None:
+    """Admission (issue 20, item 6) in a whole run: every client locks a deposit, a round
+    opens its slots over its first blocks (the relayed batch gets in over several blocks),
+    every round still takes every client's update; after the task every deposit comes back."""
+    data = {
+        "run": {
+            "clients": 4,
+            "aggregators": 4,
+            "rounds": 2,
+            "epochs": 1,
+            "model": "logreg",
+            "collect_window": 5,
+            "min_collection_blocks": 4,
+            "client_deposit": 10**15,
+            "attest_window": 0,
+            "challenge_window": 1,
+            "max_blocks": 200,
+            "seed": 1,
+        }
+    }
+    scenario = scenario_from_dict(data, "admission.toml")
+    scenario.config.out = str(tmp_path)
+    demo = Demo(scenario.config, scenario=scenario)
+    summary = demo.run().summary
+    assert summary["all_rounds_finalized"] and not summary["stalled"]
+    rounds = [json.loads(x) for x in (demo.run_dir / "rounds.jsonl").read_text().splitlines()]
+    assert [r["updates_registered"] for r in rounds] == [4, 4]
+    task = demo.task
+    for acct in demo.client_accounts:
+        task.release_deposit(acct)
+        assert task.credits(acct.address) == 10**15
+        task.withdraw(acct)
+    for acct in demo.agg_accounts:  # stakes and returned bonds
+        if task.aggregator_info(acct.address).stake:
+            task.release_stake(acct)
+        if task.credits(acct.address):
+            task.withdraw(acct)
+    assert task.balance() == task.credits(BURN)

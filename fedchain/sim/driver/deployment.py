@@ -165,6 +165,8 @@ def task_config(cfg: DemoConfig, initial_digest: bytes, manifest_digest: bytes) 
         abort_timeout=cfg.abort_timeout,
         max_samples=cfg.max_samples,
         client_allowlist=cfg.client_allowlist,
+        client_deposit=cfg.client_deposit,
+        min_collection_blocks=cfg.min_collection_blocks,
         submit_timeout=cfg.submit_blocks(),
         challenge_window=cfg.challenge_window,
         attest_window=cfg.attest_window,
