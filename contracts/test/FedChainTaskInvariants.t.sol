@@ -18,12 +18,14 @@ contract TaskHandler is TaskFixture {
     uint256 internal constant BYZANTINE = 1;
     uint256 internal constant CLIENTS = 6;
     uint256 internal constant REPORTER_PK = 0xBEEF;
+    uint256 internal constant CLIENT_DEPOSIT = 0.1 ether;
 
     FedChainTaskStorage.TaskConfig internal cfg;
 
     // -- ghost books ----------------------------------------------------------------------
     uint256 public deposited; // stakes, top-ups, bonds and challenge bonds paid in
     uint256 public withdrawn; // paid out by withdraw
+    uint256 public depositsHeld; // client deposits locked (registered, not released)
     uint256 public honestBondLoss; // bonds of honest submissions not returned
     uint256 public earlyFinalizations; // finalizations at or before the challenge deadline
     uint256 public falseVerdicts; // certificates of a wrong verdict that were accepted
@@ -45,11 +47,13 @@ contract TaskHandler is TaskFixture {
         cfg.disputeTimeout = 5;
         cfg.collectTimeout = 6;
         cfg.abortTimeout = 60;
+        cfg.clientDeposit = CLIENT_DEPOSIT;
         deploy(cfg);
         registerCommittee(N);
         registerClients(CLIENTS);
         startTask();
-        deposited = N * STAKE;
+        deposited = N * STAKE + CLIENTS * CLIENT_DEPOSIT;
+        depositsHeld = CLIENTS * CLIENT_DEPOSIT;
     }
 
     // -- helpers ---------------------------------------------------------------------------
@@ -371,6 +375,16 @@ contract TaskHandler is TaskFixture {
         } catch {}
     }
 
+    /// @notice A client takes its deposit back (only once the task ended, only once).
+    function releaseDeposit(uint8 who) external {
+        vm.prank(client(who % CLIENTS));
+        try task.releaseDeposit() {
+            require(task.taskCompleted(), "a deposit released before the task ended");
+            depositsHeld -= CLIENT_DEPOSIT;
+            _count(this.releaseDeposit.selector);
+        } catch {}
+    }
+
     function withdraw(uint8 who) external {
         address[] memory list = actors();
         address account = list[who % list.length];
@@ -399,6 +413,7 @@ contract TaskHandler is TaskFixture {
             total += stakeOf(agg(i));
         }
         total += task.credits(address(0)); // burned: penalties, slash remainders, forfeits
+        total += depositsHeld; // client deposits, locked until the task ends
         uint256 round = _round();
         if (round != 0 && !aborted) {
             FedChainTaskStorage.Phase phase = task.phase(round);
@@ -422,6 +437,12 @@ contract TaskHandler is TaskFixture {
                     task.releaseStake();
                     due += stake;
                 }
+            } else if (i < N + CLIENTS) {
+                vm.prank(account);
+                try task.releaseDeposit() {
+                    due += CLIENT_DEPOSIT;
+                    depositsHeld -= CLIENT_DEPOSIT;
+                } catch {}
             }
             if (due == 0) continue;
             uint256 before = account.balance;
@@ -469,7 +490,7 @@ contract FedChainTaskInvariantTest is Test {
     function setUp() public {
         handler = new TaskHandler();
         task = FedChainTask(handler.taskAddress());
-        bytes4[] memory selectors = new bytes4[](22);
+        bytes4[] memory selectors = new bytes4[](23);
         selectors[0] = TaskHandler.roll.selector;
         selectors[1] = TaskHandler.submitUpdate.selector;
         selectors[2] = TaskHandler.relayBatch.selector;
@@ -494,13 +515,14 @@ contract FedChainTaskInvariantTest is Test {
         selectors[19] = TaskHandler.challenge.selector;
         selectors[20] = TaskHandler.skipRound.selector;
         selectors[21] = TaskHandler.abortTask.selector;
+        selectors[22] = TaskHandler.releaseDeposit.selector;
         targetContract(address(handler));
         targetSelector(FuzzSelector({addr: address(handler), selectors: selectors}));
     }
 
     /// @notice The contract's balance always equals stakes + credits + the bonds of the open
-    ///         submission (nothing else is held), and what was paid in equals what it holds plus
-    ///         what was withdrawn.
+    ///         submission + the client deposits held (nothing else is held), and what was
+    ///         paid in equals what it holds plus what was withdrawn.
     function invariant_balanceIsStakesBondsCredits() public view {
         assertEq(address(task).balance, handler.owed(), "balance = stakes + bonds + credits");
         assertEq(handler.deposited(), address(task).balance + handler.withdrawn(), "paid in = held + paid out");

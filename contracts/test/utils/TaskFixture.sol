@@ -25,6 +25,8 @@ abstract contract TaskFixture is Test {
 
     FedChainTask internal task;
     address internal owner;
+    /// @dev The deployed task's clientDeposit (what `registerClients` pays per client).
+    uint256 internal clientDeposit;
 
     function defaultConfig() internal pure returns (FedChainTaskStorage.TaskConfig memory cfg) {
         cfg.initialModelDigest = MODEL0;
@@ -54,6 +56,7 @@ abstract contract TaskFixture is Test {
         vm.roll(100);
         vm.prank(owner);
         task = new FedChainTask(cfg);
+        clientDeposit = cfg.clientDeposit;
         return task;
     }
 
@@ -83,8 +86,9 @@ abstract contract TaskFixture is Test {
 
     function registerClients(uint256 k) internal {
         for (uint256 i = 0; i < k; ++i) {
+            vm.deal(client(i), client(i).balance + clientDeposit);
             vm.prank(client(i));
-            task.registerClient();
+            task.registerClient{value: clientDeposit}();
         }
     }
 
