@@ -285,9 +285,11 @@ contract FedChainTask is FedChainTaskStorage {
         // round open cannot take every slot and maxUpdates cannot close collection earlier.
         uint256 slots = _maxUpdates;
         uint256 m = _minCollectionBlocks;
-        uint256 opened = block.number - rs.openBlock + 1;
-        if (opened < m) slots = (slots * opened + m - 1) / m;
-        if (rs.updateCount >= slots) revert SlotsNotOpen(round, slots);
+        if (m != 0) {
+            uint256 opened = block.number - rs.openBlock + 1;
+            if (opened < m) slots = (slots * opened + m - 1) / m;
+            if (rs.updateCount >= slots) revert SlotsNotOpen(round, slots);
+        }
         t.slots = slots;
         t.round = round;
         t.openBlock = rs.openBlock;

@@ -108,6 +108,8 @@ contract EquivocationEvidence {
     /// @notice Commits to equivocation evidence (see the contract's notice); the first
     ///         commitment of a sealed value stands (later ones change nothing). Anyone may call.
     function commitEquivocation(bytes32 commitment) external {
+        // 0 means "never committed" (a block number is never 0 here), not a balance
+        // slither-disable-next-line incorrect-equality
         if (equivocationCommittedAt[commitment] == 0) {
             equivocationCommittedAt[commitment] = block.number;
             emit EquivocationCommitted(commitment, block.number);
