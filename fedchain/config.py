@@ -213,6 +213,11 @@ class DemoConfig:
                 f"must not exceed collect_window ({self.collect_window}): collection may "
                 "close once the window has passed",
             )
+        if self.min_collection_blocks and not self.update_batch:
+            raise bad(
+                "min_collection_blocks",
+                "needs update_batch > 0 in-process (the relayer retries what had no slot yet)",
+            )
         if self.leave_after_blocks < 0:
             raise bad("leave_after_blocks", "must be at least 0 (0: never leave)")
         if self.attest_window < 0:
