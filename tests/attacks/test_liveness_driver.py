@@ -151,3 +151,40 @@ def test_admission_options_end_to_end(tmp_path: Path) -> None:
         if task.credits(acct.address):
             task.withdraw(acct)
     assert task.balance() == task.credits(BURN)
+
+
+def test_a_client_node_retries_when_no_slot_is_open_yet(tmp_path: Path) -> None:
+    """Admission on the testnet path (``ClientNode.step``, each client alone): an update that
+    finds every open slot taken (``SlotsNotOpen``) is not given up; the client keeps its
+    training and registers in a later block."""
+    data = {
+        "run": {
+            "clients": 4,
+            "aggregators": 4,
+            "rounds": 1,
+            "epochs": 1,
+            "model": "logreg",
+            "collect_window": 8,
+            "min_collection_blocks": 8,
+            "seed": 1,
+        }
+    }
+    scenario = scenario_from_dict(data, "slots.toml")
+    scenario.config.out = str(tmp_path)
+    demo = Demo(scenario.config, scenario=scenario)
+    demo.setup()
+    try:
+        task, chain = demo.task, demo.chain
+        open_block = task.round_info(1).open_block
+        # slots open: ceil(4 * blocks open / 8); each registration mines its own block
+        chain.mine_to(open_block)
+        actions = [e.action for c in demo.clients[:2] for e in c.step()]
+        assert actions == ["submitUpdate", "submitUpdate"]  # blocks open 2 and 3: 1, 2 slots
+        late = demo.clients[2]
+        assert late.step() == []  # block 4: still 2 slots, both taken; nothing mined
+        assert task.update_count(1) == 2 and 1 in late._trained
+        chain.mine(1)  # block 5 opens a third slot
+        assert [e.action for e in late.step()] == ["submitUpdate"]
+        assert task.update_count(1) == 3 and not late._trained
+    finally:
+        demo.close()
