@@ -38,6 +38,8 @@ MAIN_CONTRACTS: dict[str, str] = {
     "OneStep.sol": "OneStep",
     "FaultGames.sol": "FaultGames",
     "TaskDisputes.sol": "TaskDisputes",
+    # deployed by each FedChainTask; its ABI is what reporters commit equivocation evidence to
+    "lib/EquivocationEvidence.sol": "EquivocationEvidence",
 }
 
 #: Compiler settings; part of the artifact so a settings change shows up as drift.

@@ -13,7 +13,12 @@ One :meth:`AggregatorNode.step` reads the contract and does what the protocol as
 * another node submitted: re-execute the round and compare digests; a mismatch or an
   unavailable aggregate is challenged (bonded) inside the window;
 * the challenge window is over: ``finalize``;
-* a dispute went unresolved past its deadline: ``expireDispute`` (anyone may).
+* a dispute went unresolved past its deadline: ``expireDispute`` (anyone may);
+* the exits (issue 20): the task made no progress for ``abortTimeout`` blocks (since the
+  current round opened, or since deployment if it never started): ``abortTask`` (anyone
+  may; every stake, bond and credit becomes withdrawable); the owner never called ``start``
+  within ``leave_after_blocks`` blocks of deployment: ``leaveCommittee`` (the stake is
+  credited back).
 
 Its :class:`~aggregators.behaviours.Behaviour` can make it faulty in any of the threat
 model's ways. Nothing here is remembered that the chain does not also know, so a restarted
@@ -110,6 +115,7 @@ class AggregatorNode:
         behaviour: Behaviour = HONEST,
         colluders: frozenset[str] = frozenset(),
         private: PrivateSource | None = None,
+        leave_after_blocks: int | None = None,
     ) -> None:
         self.name = name
         self.account = account
@@ -124,6 +130,10 @@ class AggregatorNode:
         self.colluders = colluders
         #: secure aggregation / HE: the round's published context, and payload validity
         self.private = private
+        #: leave the committee when ``start`` was not called this many blocks after the
+        #: deployment (None: stay until ``abortTask``)
+        self.leave_after_blocks = leave_after_blocks
+        self.left = False
         self.verifications: dict[tuple[int, int], Verification] = {}
         self.withheld: set[tuple[int, int]] = set()
         self.challenged: set[tuple[int, int]] = set()
@@ -141,6 +151,9 @@ class AggregatorNode:
         """Do whatever the chain state asks of this node now; return what was done."""
         task = self.task
         round_ = task.current_round()
+        exits = self._exits(round_)
+        if exits is not None:
+            return exits
         if round_ == 0:  # task not started
             return []
         phase = task.phase(round_)
@@ -165,12 +178,42 @@ class AggregatorNode:
             return [AggregatorEvent(round_, "fetch-failed", {"error": str(exc)})]
         return []
 
+    def _exits(self, round_: int) -> list[AggregatorEvent] | None:
+        """The task's exits, or None when neither applies now.
+
+        ``abortTask`` once the next block is past ``openBlock(current round) +
+        abortTimeout`` (round 0's open block is the deployment block: a task never
+        started); before ``start``, ``leaveCommittee`` once the next block is past
+        ``deployment + leave_after_blocks``. One ``getRound`` per round is cached, so the
+        check costs a block-number read per step."""
+        if round_ not in self._open_blocks:
+            self._open_blocks = {round_: self.task.round_info(round_).open_block}
+        opened = self._open_blocks[round_]
+        next_block = self.chain.block_number() + 1
+        if next_block > opened + self.task.config().abort_timeout:
+            if self.task.task_completed():
+                return []
+            return self._try(round_, "abortTask", lambda: self.task.abort_task(self.account), {})
+        if self.left:  # a member that left still ends the task (anyone may), nothing else
+            return []
+        if round_ != 0 or self.leave_after_blocks is None:
+            return None
+        if next_block <= opened + self.leave_after_blocks:
+            return None
+        events = self._try(
+            round_, "leaveCommittee", lambda: self.task.leave_committee(self.account), {}
+        )
+        if (
+            any(e.action == "leaveCommittee" for e in events)
+            or not self.task.aggregator_info(self.address).registered
+        ):
+            self.left = True
+        return events
+
     def _on_collecting(self, round_: int) -> list[AggregatorEvent]:
         """A round short of minUpdates past its collection timeout: ``skipRound`` (anyone
         may), so the round ends carrying the model forward instead of waiting forever."""
         cfg = self.task.config()
-        if round_ not in self._open_blocks:  # one getRound per round, not one per block
-            self._open_blocks = {round_: self.task.round_info(round_).open_block}
         timeout = self._open_blocks[round_] + cfg.collect_window + cfg.collect_timeout
         if self.chain.block_number() + 1 <= timeout:
             return []

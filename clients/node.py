@@ -22,7 +22,7 @@ import numpy as np
 from eth_account.signers.local import LocalAccount
 from torch import nn
 
-from adapters.contract import Phase, RoundNotOpen, SamplesOutOfRange, TaskContract
+from adapters.contract import Phase, RoundNotOpen, SamplesOutOfRange, SlotsNotOpen, TaskContract
 from adapters.records import SignedUpdate, sign_update
 from adapters.storage import ContentStore, get_by_digest
 from clients.data import Dataset
@@ -114,6 +114,9 @@ class ClientNode:
         #: (round, real numSamples) -> the numSamples registered (a weight-inflation attack)
         self.weight = weight
         self._submitted: set[int] = set()
+        #: a training whose update found no open slot yet (``minCollectionBlocks``): kept,
+        #: so that the retry in a later block does not train again
+        self._trained: dict[int, tuple[Mapping[str, np.ndarray], TrainResult]] = {}
         self._client_index: int | None = None
         #: the task's privacy settings, read from its manifest (bound on-chain)
         self.privacy = PrivacySpec.from_manifest(manifest.privacy)
@@ -207,6 +210,8 @@ class ClientNode:
             return [*done, ClientEvent(round_, "skipped", {"reason": self._skip_reason(round_)})]
         try:
             return [*done, self.submit_round(round_)]
+        except SlotsNotOpen:
+            return done  # every slot open so far is taken: try again in a later block
         except ContractRevert as exc:
             # e.g. collection closed while this client trained: the chain says what is left
             # to do, so the refusal is reported and the client re-reads it next step.
@@ -232,11 +237,18 @@ class ClientNode:
         global state, train (a pure function of global state, data and seed), then publish
         and register.
         """
-        with self.clock.phase(round_, "fetch"):
-            global_params = fetch_global_params(self.task, self.store, self.manifest)
-        with self.clock.phase(round_, "train"):
-            result = train_local(self.model, global_params, self.data, self.round_config(round_))
-        return self.finish_round(round_, global_params, result)
+        trained = self._trained.get(round_)
+        if trained is None:
+            with self.clock.phase(round_, "fetch"):
+                global_params = fetch_global_params(self.task, self.store, self.manifest)
+            with self.clock.phase(round_, "train"):
+                result = train_local(
+                    self.model, global_params, self.data, self.round_config(round_)
+                )
+            trained = self._trained[round_] = (global_params, result)
+        event = self.finish_round(round_, *trained)
+        self._trained.pop(round_, None)
+        return event
 
     def round_config(self, round_: int) -> TrainConfig:
         """This client's training settings for ``round_``: the task's, with its own seed."""

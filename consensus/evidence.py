@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from adapters.contract.disputes import equivocation_commitment
 from consensus.messages import Commit, Prepare, PrePrepare
 
 __all__ = ["KIND_COMMIT", "KIND_PREPARE", "KIND_PRE_PREPARE", "EquivocationProof", "proof_of"]
@@ -38,6 +39,13 @@ class EquivocationProof:
 
     def contract_args(self) -> tuple[int, int, int, Vote, Vote]:
         return (self.kind, self.view, self.seq, self.first, self.second)
+
+    def sealed(self, task: str, reporter: str) -> bytes:
+        """The commitment ``reporter`` sends before revealing this proof to ``task``
+        (:func:`adapters.contract.disputes.equivocation_commitment`)."""
+        return equivocation_commitment(
+            task, self.kind, self.view, self.seq, self.first[4], self.second[4], reporter
+        )
 
 
 def _vote(msg: PrePrepare | Prepare | Commit) -> Vote:

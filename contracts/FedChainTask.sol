@@ -152,13 +152,19 @@ contract FedChainTask is FedChainTaskStorage {
     /// @notice Registers the caller as a client; allowed at any time, once per address (with
     ///         `clientAllowlist`, only if the owner allowed it). Its
     ///         index (registration order) is what its signed records name (`SignedUpdate`).
-    function registerClient() external {
+    function registerClient() external payable {
         // INVARIANT: a task with an allowlist admits only the clients its owner allowed, so
         // sybils cannot fill its rounds.
         if (_clientAllowlist && !_allowedClients[msg.sender]) revert ClientNotAllowed(msg.sender);
         ClientState storage c = _clients[msg.sender];
         // INVARIANT: one registration per address.
         if (c.registered) revert ClientAlreadyRegistered(msg.sender);
+        // INVARIANT: a client locks exactly clientDeposit, so n sybils cost n deposits.
+        if (msg.value != _clientDeposit) revert WrongValue(_clientDeposit, msg.value);
+        if (msg.value != 0) {
+            c.depositHeld = true;
+            _depositsHeld += msg.value;
+        }
         uint256 index = _clientCount;
         c.registered = true;
         c.index = SafeCast.toUint32(index);
@@ -219,8 +225,9 @@ contract FedChainTask is FedChainTaskStorage {
     ///         registered client; a bad record reverts the whole batch. A record of a client
     ///         that already has an update this round (sent alone, in an earlier batch, or
     ///         earlier in this one) is skipped, as are the records left once collection
-    ///         closes (maxUpdates reached mid-batch): a relayer racing a client that submits
-    ///         alone never loses its batch. `UpdatesRegistered` lists what was accepted.
+    ///         closes (maxUpdates reached mid-batch) or once the slots open in this block are
+    ///         taken (`minCollectionBlocks`): a relayer racing a client that submits alone
+    ///         never loses its batch. `UpdatesRegistered` lists what was accepted.
     /// @param round Must be the current round, collecting.
     /// @param records Packed records (`ClientRecords.UPDATE_RECORD_BYTES` each): client index
     ///        (4 bytes) || numSamples (8) || digest || r || vs, (r, vs) the client's EIP-2098
@@ -233,7 +240,7 @@ contract FedChainTask is FedChainTaskStorage {
         Intake memory t = _openIntake(round, rs, n);
         bytes32 separator = _domainSeparatorV4();
         uint256 clients = _clientCount;
-        for (uint256 i = 0; i < n && t.closed == 0; ++i) {
+        for (uint256 i = 0; i < n && t.closed == 0 && t.count < t.slots; ++i) {
             (uint256 index, uint64 numSamples, bytes32 digest, bytes32 r, bytes32 vs) =
                 ClientRecords.updateRecordAt(records, i);
             _checkUpdate(digest, numSamples);
@@ -266,12 +273,24 @@ contract FedChainTask is FedChainTaskStorage {
         uint256 word; // its client bits for `round`
         uint256 entryOffset; // where the next accepted update goes in `entries`
         bytes entries; // the accepted updates, packed as in UpdatesRegistered
+        uint256 slots; // slots open in this block (see `_openIntake`)
     }
 
     /// @dev Starts registering up to `capacity` updates of the current `round`.
     function _openIntake(uint256 round, RoundState storage rs, uint256 capacity) private view returns (Intake memory t) {
         // INVARIANT: updates are accepted only while collection is open.
         if (_collectionClosed(rs)) revert CollectionClosed(round, rs.closeBlock);
+        // INVARIANT: in its first minCollectionBlocks blocks a round opens its maxUpdates slots
+        // progressively (ceil(maxUpdates * blocks open / minCollectionBlocks)), so one batch at
+        // round open cannot take every slot and maxUpdates cannot close collection earlier.
+        uint256 slots = _maxUpdates;
+        uint256 m = _minCollectionBlocks;
+        if (m != 0) {
+            uint256 opened = block.number - rs.openBlock + 1;
+            if (opened < m) slots = (slots * opened + m - 1) / m;
+            if (rs.updateCount >= slots) revert SlotsNotOpen(round, slots);
+        }
+        t.slots = slots;
         t.round = round;
         t.openBlock = rs.openBlock;
         t.closeBlock = rs.closeBlock;
@@ -621,7 +640,10 @@ contract FedChainTask is FedChainTaskStorage {
     ///         `DisputeVerdict` commits (kind 2) for the same dispute and view with opposite
     ///         verdicts. A correct replica never signs such a pair (docs/pbft.md). The member
     ///         loses its whole stake and leaves the rotation and the quorums; the caller is
-    ///         credited half of the stake (rounded down), the rest is burned. Anyone may call.
+    ///         credited half of the stake (rounded down), the rest is burned. Anyone may call
+    ///         who committed to the evidence at least one block before
+    ///         (`EquivocationEvidence.commitEquivocation`, else `EvidenceNotCommitted`), so a
+    ///         copied transaction gains nothing.
     ///         If the member was chosen for the current attempt, the attempt restarts (the
     ///         next member gets a whole submitTimeout, not the slashed one's deadline).
     /// @param kind 0 PrePrepare, 1 Prepare, 2 DisputeVerdict.
@@ -782,6 +804,21 @@ contract FedChainTask is FedChainTaskStorage {
         info.stake = 0;
         _credit(msg.sender, amount);
         emit StakeReleased(msg.sender, amount);
+    }
+
+    /// @notice Credits the caller's client deposit back once the task has ended (completed or
+    ///         aborted); then `withdraw`.
+    function releaseDeposit() external {
+        // INVARIANT: deposits are locked until the task ends.
+        if (!_completed) revert TaskNotCompleted();
+        ClientState storage c = _clients[msg.sender];
+        // INVARIANT: a deposit is returned once.
+        if (!c.depositHeld) revert NothingToWithdraw(msg.sender);
+        c.depositHeld = false;
+        uint256 amount = _clientDeposit;
+        _depositsHeld -= amount;
+        _credit(msg.sender, amount);
+        emit DepositReleased(msg.sender, amount);
     }
 
     /// @notice Pays the caller all of its credits.

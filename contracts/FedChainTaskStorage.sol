@@ -69,6 +69,8 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
         // minUpdates can be skipped (`skipRound`)
         uint32 abortTimeout; // blocks without a new round (or start) until anyone may `abortTask`
         bool clientAllowlist; // only accounts the owner allowed (`allowClients`) may register as clients
+        uint256 clientDeposit; // wei a client locks at `registerClient`, returned once the task ends
+        uint32 minCollectionBlocks; // slots open progressively over a round's first blocks (0: all at once)
     }
 
     /// @notice Lifecycle of a round. `Pending`: not opened yet. `Attesting`: collection closed,
@@ -152,6 +154,7 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     struct ClientState {
         bool registered;
         uint32 index; // registration order; bit `index` of the round's update bitmap
+        bool depositHeld; // its clientDeposit is locked (until `releaseDeposit` after the end)
     }
 
     // ------------------------------------------------------------------------------------
@@ -198,6 +201,9 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     error AggregatorIsSlashed(address account);
     error RoundNotOpen(uint256 round, uint256 currentRound);
     error CollectionClosed(uint256 round, uint256 closeBlock);
+    /// @notice Every slot open so far is taken: `minCollectionBlocks` opens the round's
+    ///         `maxUpdates` slots progressively (`open` of them now); try a later block.
+    error SlotsNotOpen(uint256 round, uint256 open);
     error CollectionNotClosed(uint256 round, uint256 updateCount, uint256 closeBlock);
     error AccumulatorForgotten(uint256 round, uint256 currentRound);
     error UpdateAlreadySubmitted(uint256 round, address client);
@@ -266,6 +272,9 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     error ClaimNotBound(uint256 round, uint256 attempt);
     /// @notice Every signer of the certificate was already slashed.
     error CertificateAlreadySlashed(uint256 round, uint256 attempt);
+    /// @notice `slashEquivocation` by a `reporter` that did not commit to the evidence at
+    ///         least one block before (raised by EquivocationEvidence, declared for the ABI).
+    error EvidenceNotCommitted(address reporter);
 
     // ------------------------------------------------------------------------------------
     // Events
@@ -296,6 +305,8 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     event RoundFinalized(uint256 indexed round, bytes32 digest, address indexed aggregator);
     event TaskCompleted(uint256 numRounds, bytes32 finalDigest);
     event StakeReleased(address indexed aggregator, uint256 amount);
+    /// @notice A client's deposit was credited back after the task ended (`releaseDeposit`).
+    event DepositReleased(address indexed client, uint256 amount);
     /// @notice `aggregator` left the committee before `start`; its stake is in its credits.
     event AggregatorLeft(address indexed aggregator, uint256 amount);
     /// @notice `round` collected fewer than minUpdates updates (`updateCount`) before its
@@ -409,7 +420,7 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     ///      Kept as the words of its ABI encoding (a struct of static fields encodes as one
     ///      word per field): `config()` returns them as they are, with far less code than
     ///      re-encoding a stored struct.
-    uint256 internal constant _CONFIG_WORDS = 21;
+    uint256 internal constant _CONFIG_WORDS = 23;
     uint256[_CONFIG_WORDS] internal _configWords;
     bytes32 internal immutable _initialModelDigest;
     bytes32 internal immutable _ruleId;
@@ -432,6 +443,8 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     uint32 internal immutable _collectTimeout;
     uint32 internal immutable _abortTimeout;
     bool internal immutable _clientAllowlist;
+    uint256 internal immutable _clientDeposit;
+    uint32 internal immutable _minCollectionBlocks;
     /// @dev Checks equivocation evidence for `slashEquivocation` (created by the constructor).
     EquivocationEvidence internal immutable _evidence;
 
@@ -507,6 +520,8 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     /// @dev Chunk root of the state each round finalized (round 0: the initial state);
     ///      fault-proof tasks only. A claim's previous root must equal the last one.
     mapping(uint256 round => bytes32) internal _stateRoots;
+    /// @dev Client deposits locked now (registered, not released): part of the balance.
+    uint256 internal _depositsHeld;
 
     /// @param cfg Task parameters (validated by the task's constructor).
     /// @param evidence The task's equivocation-evidence checker.
@@ -532,6 +547,8 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
         _collectTimeout = cfg.collectTimeout;
         _abortTimeout = cfg.abortTimeout;
         _clientAllowlist = cfg.clientAllowlist;
+        _clientDeposit = cfg.clientDeposit;
+        _minCollectionBlocks = cfg.minCollectionBlocks;
         _evidence = evidence;
     }
 

@@ -138,11 +138,12 @@ contract TaskDisputes is FedChainTaskStorage {
         SignedVote calldata a,
         SignedVote calldata b
     ) external onlyDelegated {
-        // The evidence checks (kind, conflict, both signatures, one signer) run in `_evidence`,
-        // which takes this call's arguments as they are (same signature).
+        // The evidence checks (kind, conflict, both signatures, one signer, the caller's
+        // commitment at least one block old) run in `_evidence`, which takes this call's
+        // arguments as they are (same signature) with the caller appended.
         (seq, a, b); // forwarded in msg.data
         // slither-disable-next-line low-level-calls
-        (bool ok, bytes memory ret) = address(_evidence).staticcall(msg.data);
+        (bool ok, bytes memory ret) = address(_evidence).staticcall(abi.encodePacked(msg.data, msg.sender));
         if (!ok) {
             assembly ("memory-safe") {
                 revert(add(ret, 32), mload(ret))

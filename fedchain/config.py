@@ -65,6 +65,22 @@ class DemoConfig:
     collect_timeout: int = 50
     #: admit only the run's own clients (the contract's clientAllowlist): sybils cannot register
     client_allowlist: bool = False
+    #: wei each client locks when it registers (the contract's clientDeposit), refunded
+    #: (``releaseDeposit``) once the task completed or was aborted; 0: no deposit
+    client_deposit: int = 0
+    #: a round opens its maxUpdates slots progressively over its first this many blocks
+    #: (the contract's minCollectionBlocks), so one batch at round open cannot take every
+    #: slot; 0: all at once
+    min_collection_blocks: int = 0
+    #: blocks without progress (a new round, or start since deployment) after which the
+    #: aggregator nodes end the task (``abortTask``): every stake and bond is then returned
+    abort_timeout: int = 10_000
+    #: an aggregator node leaves the committee (``leaveCommittee``) when the owner has not
+    #: called ``start`` this many blocks after the deployment (0: never leaves)
+    leave_after_blocks: int = 1_000
+    #: the owner calls ``start`` once everyone registered (false: it never does, a study
+    #: of the exits: the nodes leave and abort)
+    start_task: bool = True
     submit_timeout: int = 10
     challenge_window: int = 5
     attest_window: int = 5
@@ -211,6 +227,7 @@ class DemoConfig:
             "challenge_window",
             "dispute_timeout",
             "max_blocks",
+            "abort_timeout",
         )
         for key in positive:
             if getattr(self, key) < 1:
@@ -220,6 +237,22 @@ class DemoConfig:
         for key in ("epochs", "batch_size", "train_samples"):
             if getattr(self, key) is not None and getattr(self, key) < 1:
                 raise bad(key, "must be at least 1")
+        for key in ("client_deposit", "min_collection_blocks"):
+            if getattr(self, key) < 0:
+                raise bad(key, "must be at least 0 (0: off)")
+        if self.min_collection_blocks > self.collect_window:
+            raise bad(
+                "min_collection_blocks",
+                f"must not exceed collect_window ({self.collect_window}): collection may "
+                "close once the window has passed",
+            )
+        if self.min_collection_blocks and not self.update_batch:
+            raise bad(
+                "min_collection_blocks",
+                "needs update_batch > 0 in-process (the relayer retries what had no slot yet)",
+            )
+        if self.leave_after_blocks < 0:
+            raise bad("leave_after_blocks", "must be at least 0 (0: never leave)")
         if self.attest_window < 0:
             raise bad("attest_window", "must be at least 0 (0 turns attestations off)")
         if self.engine not in ENGINES:

@@ -159,6 +159,25 @@ def issue20_rows() -> list[tuple[str, int]]:
         receipt = task.allow_clients(owner, [a.address for a in spare[:4]])
         rows.append(("allowClients (4 accounts)", gas(receipt)))
         rows.append(("registerClient, allowlist task", gas(task.register_client(spare[0]))))
+    if hasattr(task, "release_deposit"):
+        chain = Chain.embedded(num_accounts=6)
+        owner, spare = chain.accounts[0], chain.accounts[1:6]
+        cfg = TaskConfig(
+            **{
+                **BASE,
+                "min_updates": 2,
+                "max_updates": 2,
+                "client_deposit": 10**16,
+                "min_collection_blocks": 2,
+                "abort_timeout": 3,
+            }
+        )
+        task = TaskContract.deploy(chain, owner, cfg)
+        rows.append(("registerClient, deposit task, first", gas(task.register_client(spare[0]))))
+        rows.append(("registerClient, deposit task, later", gas(task.register_client(spare[1]))))
+        chain.mine(4)
+        task.abort_task(owner)
+        rows.append(("releaseDeposit after abortTask", gas(task.release_deposit(spare[0]))))
     for n in (4,):
         chain, task, owner, members = setup(n, 4, dispute_timeout=5, challenge_window=5)
         sub = next(a for a in members if a.address == task.current_aggregator().address)
@@ -326,10 +345,14 @@ def main() -> None:
             b = replace(a, aggregate_digest=dg("y"))
         proof = proof_of(Evidence(kind, 1, sign(a, liar, dom), sign(b, liar, dom)))
         assert proof is not None
+        sealed = proof.sealed(task.address, aggs[2].address)
+        rows.append(
+            (f"commitEquivocation ({kind})", gas(task.commit_equivocation(aggs[2], sealed)))
+        )
         rows.append(
             (
-                f"slashEquivocation ({kind})",
-                gas(task.slash_equivocation(aggs[2], *proof.contract_args())),
+                f"slashEquivocation ({kind}), after the commitment",
+                gas(task.slash_equivocation(aggs[2], *proof.contract_args(), commit=False)),
             )
         )
     rows += issue22_hook_rows()

@@ -5,10 +5,53 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from eth_abi.abi import encode as abi_encode
 from eth_account.signers.local import LocalAccount
+from eth_utils.address import to_checksum_address
+from eth_utils.crypto import keccak as _keccak
 
+from adapters.contract.artifact import ARTIFACT_PATH, load_artifact
 from adapters.contract.types import SignedVote, _digest
 from adapters.contract.views import ViewsMixin
+
+
+def equivocation_commitment(
+    task: str, kind: int, view: int, seq: int, first_sig: bytes, second_sig: bytes, reporter: str
+) -> bytes:
+    """The sealed commitment to equivocation evidence a ``reporter`` sends
+    (``commitEquivocation``) at least one block before it reveals it to ``task``
+    (``slashEquivocation``): keccak256 of ``abi.encode(task, kind, view, seq, keccak(first
+    signature), keccak(second signature), reporter)``. It hides the evidence and binds the
+    reward to ``reporter``."""
+    return _keccak(
+        abi_encode(
+            ["address", "uint8", "uint256", "uint256", "bytes32", "bytes32", "address"],
+            [
+                to_checksum_address(task),
+                int(kind),
+                int(view),
+                int(seq),
+                _keccak(bytes(first_sig)),
+                _keccak(bytes(second_sig)),
+                to_checksum_address(reporter),
+            ],
+        )
+    )
+
+
+def get_create_address(creator: str, nonce: int) -> str:
+    """The address of the contract ``creator`` creates with ``nonce`` (CREATE: keccak of the
+    RLP of [creator, nonce], last 20 bytes)."""
+    sender = bytes.fromhex(to_checksum_address(creator)[2:])
+    if nonce == 0:
+        enc_nonce = b"\x80"
+    elif nonce < 0x80:
+        enc_nonce = bytes([nonce])
+    else:
+        raw = nonce.to_bytes((nonce.bit_length() + 7) // 8, "big")
+        enc_nonce = bytes([0x80 + len(raw)]) + raw
+    payload = bytes([0x80 + 20]) + sender + enc_nonce
+    return "0x" + _keccak(bytes([0xC0 + len(payload)]) + payload)[12:].hex()
 
 
 class DisputesMixin(ViewsMixin):
@@ -71,12 +114,25 @@ class DisputesMixin(ViewsMixin):
         seq: int,
         first: SignedVote | tuple[int, int, bytes, bool, bytes],
         second: SignedVote | tuple[int, int, bytes, bool, bytes],
+        *,
+        commit: bool = True,
     ) -> Any:
         """Prove that one member signed two conflicting PBFT messages (see
         :class:`EvidenceKind`); the caller is credited half of its stake. ``first`` and
-        ``second`` are :class:`SignedVote` s or ``(round, attempt, digest, faulty, sig)``."""
+        ``second`` are :class:`SignedVote` s or ``(round, attempt, digest, faulty, sig)``.
+
+        The contract pays only a reporter that committed to the evidence at least one block
+        before (:meth:`commit_equivocation`); with ``commit`` (the default) this sends the
+        commitment first and the reveal once the commitment is mined (each transaction is
+        mined before the next is sent, so they land in successive blocks). ``commit=False``
+        sends the reveal alone."""
         a = first if isinstance(first, SignedVote) else SignedVote(*first)
         b = second if isinstance(second, SignedVote) else SignedVote(*second)
+        if commit:
+            sealed = equivocation_commitment(
+                self.address, kind, view, seq, a.signature, b.signature, acct.address
+            )
+            self.commit_equivocation(acct, sealed)
         return self._tx(acct, "slashEquivocation", int(kind), view, seq, a.as_tuple(), b.as_tuple())
 
     # -- fault-proof hooks (issue 22; docs/fault-proof.md) ---------------------------------
@@ -149,3 +205,25 @@ class DisputesMixin(ViewsMixin):
     def state_root(self, round: int) -> bytes:
         """Chunk root of the state finalized by ``round`` (round 0: the initial state)."""
         return bytes(self._call("stateRoot", round))
+
+    @property
+    def evidence_address(self) -> str:
+        """The task's ``EquivocationEvidence`` contract: the first contract the task created
+        (its constructor's ``new``, contract nonce 1)."""
+        return to_checksum_address(get_create_address(self.address, 1))
+
+    def _evidence_contract(self) -> Any:
+        abi = load_artifact(ARTIFACT_PATH.with_name("EquivocationEvidence.json"))["abi"]
+        address = to_checksum_address(self.evidence_address)
+        return self.chain.w3.eth.contract(address=address, abi=abi)
+
+    def commit_equivocation(self, acct: LocalAccount, sealed: bytes) -> Any:
+        """Commit to equivocation evidence (``EquivocationProof.sealed(task, reporter)``);
+        the first commitment of a sealed value stands. Anyone may send it."""
+        fn = self._evidence_contract().functions.commitEquivocation(bytes(sealed))
+        return self.chain.transact(acct, fn, "commitEquivocation")
+
+    def equivocation_committed_at(self, sealed: bytes) -> int:
+        """Block of the first commitment of ``sealed`` (0: never committed)."""
+        fn = self._evidence_contract().functions.equivocationCommittedAt(bytes(sealed))
+        return int(self.chain.call(fn))

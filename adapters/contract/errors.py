@@ -271,6 +271,21 @@ class ClientNotAllowed(TaskRevert):
     params = ("account",)
 
 
+class EvidenceNotCommitted(TaskRevert):
+    """``slashEquivocation`` by a reporter that did not commit to the evidence at least one
+    block before (``commitEquivocation``): a copied reveal is refused."""
+
+    error_name = "EvidenceNotCommitted"
+    params = ("reporter",)
+
+
+class SlotsNotOpen(TaskRevert):
+    """Every slot the round opened so far is taken (``min_collection_blocks``): later."""
+
+    error_name = "SlotsNotOpen"
+    params = ("round", "open")
+
+
 class TaskNotStalled(TaskRevert):
     """``abortTask`` while the task still makes progress."""
 
@@ -551,6 +566,8 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         AlreadyChallenged,
         CollectionNotTimedOut,
         TaskNotStalled,
+        EvidenceNotCommitted,
+        SlotsNotOpen,
         ClientNotAllowed,
         NoOpenDispute,
         NotAggregator,

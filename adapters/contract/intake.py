@@ -36,8 +36,16 @@ class IntakeMixin(ViewsMixin):
         stake = self.config().aggregator_stake if value is None else value
         return self._tx(acct, "registerAggregator", value=stake)
 
-    def register_client(self, acct: LocalAccount) -> Any:
-        return self._tx(acct, "registerClient")
+    def register_client(self, acct: LocalAccount, value: int | None = None) -> Any:
+        """Register as a client; sends the task's ``client_deposit`` unless ``value`` is
+        given."""
+        deposit = self.config().client_deposit if value is None else value
+        return self._tx(acct, "registerClient", value=deposit)
+
+    def release_deposit(self, acct: LocalAccount) -> Any:
+        """After the task completed or was aborted: the client deposit goes to the caller's
+        credits (then ``withdraw``)."""
+        return self._tx(acct, "releaseDeposit")
 
     def allow_clients(self, acct: LocalAccount, addresses: Sequence[str]) -> Any:
         """Owner: allow ``addresses`` to register as clients (``client_allowlist`` tasks)."""

@@ -113,6 +113,12 @@ class TaskConfig:
     abort_timeout: int = 10_000
     #: only accounts the owner allowed (``allow_clients``) may register as clients
     client_allowlist: bool = False
+    #: wei a client locks at ``register_client`` (returned by ``release_deposit`` once the
+    #: task completed or was aborted)
+    client_deposit: int = 0
+    #: a round opens its max_updates slots progressively over its first this many blocks
+    #: (0: all at once), so one batch at round open cannot take every slot
+    min_collection_blocks: int = 0
 
     def __post_init__(self) -> None:
         for name in ("initial_model_digest", "rule_id", "rule_params_hash", "rotation_seed"):
@@ -128,6 +134,7 @@ class TaskConfig:
             "dispute_timeout",
             "collect_timeout",
             "abort_timeout",
+            "min_collection_blocks",
         ):
             _uint(name, getattr(self, name), 32)
         _uint("max_samples", self.max_samples, 64)
@@ -135,7 +142,13 @@ class TaskConfig:
             raise ConfigError(f"client_allowlist must be a bool, got {self.client_allowlist!r}")
         _uint("rotation_policy", int(self.rotation_policy), 8)
         object.__setattr__(self, "rotation_policy", int(self.rotation_policy))
-        for name in ("aggregator_stake", "aggregate_bond", "challenge_bond", "timeout_penalty"):
+        for name in (
+            "aggregator_stake",
+            "aggregate_bond",
+            "challenge_bond",
+            "timeout_penalty",
+            "client_deposit",
+        ):
             _uint(name, getattr(self, name), 256)
 
     def as_tuple(self) -> tuple[Any, ...]:

@@ -13,12 +13,22 @@ interface ITaskAttestations {
 }
 
 /// @title EquivocationEvidence
-/// @notice Read-only logic of FedChainTask in a contract of its own, so that FedChainTask
-///         stays under the EIP-170 code size limit: the checking half of `slashEquivocation`
-///         and the `includedUpdates` view. Each task deploys one in its constructor and
-///         forwards those calls' calldata to it unchanged (same function signatures, so the
-///         same selectors). It holds no state (one immutable) and moves no value, so calling
-///         it directly is harmless (it answers about the caller).
+/// @notice Logic of FedChainTask in a contract of its own, so that FedChainTask stays under
+///         the EIP-170 code size limit: the checking half of `slashEquivocation`, the
+///         `includedUpdates` view, and the reporters' commitments. Each task deploys one in
+///         its constructor and forwards those calls' calldata to it unchanged (same function
+///         signatures, so the same selectors; `slashEquivocation` with the reporter's address
+///         appended). It moves no value, so calling it directly is harmless (it answers about
+///         the caller).
+///
+///         Commit-reveal for the equivocation reward: a reporter first calls
+///         `commitEquivocation(commitment)` here, with commitment = keccak256(abi.encode(task, kind,
+///         viewNumber, seq, keccak256(a.signature), keccak256(b.signature), reporter)), and
+///         reveals (the task's `slashEquivocation`) at least one block later. The reveal is
+///         accepted only from a reporter whose sealed commitment is older than the reveal's
+///         block, so a watcher copying the reveal from the mempool (it cannot have committed
+///         before seeing the evidence) gains nothing, and copying the commitment (from any
+///         account) binds the reward to the original reporter again.
 /// @dev Signatures are checked under the EIP-712 domain of the *caller* ({name
 ///      "FedChainTask", version "1", chainId, msg.sender}), which equals the task's own
 ///      domain when the task calls it.
@@ -37,6 +47,15 @@ contract EquivocationEvidence {
     error InvalidEvidence(uint8 reason);
     /// @param reason OpenZeppelin `ECDSA.RecoverError` (same error as FedChainTask's).
     error InvalidSignature(uint256 index, uint8 reason);
+    /// @notice `reporter` revealed evidence it had not committed at least one block before
+    ///         (same error as FedChainTask's).
+    error EvidenceNotCommitted(address reporter);
+
+    /// @notice A sealed commitment to equivocation evidence was recorded at `blockNumber`.
+    event EquivocationCommitted(bytes32 indexed commitment, uint256 blockNumber);
+
+    /// @dev sealed commitment -> block of its first commitment (0: never committed).
+    mapping(bytes32 commitment => uint256 blockNumber) public equivocationCommittedAt;
 
     /// @dev The task's attestWindow (0: no attestation phase, every update is included).
     uint32 private immutable _attestWindow;
@@ -86,10 +105,23 @@ contract EquivocationEvidence {
         }
     }
 
+    /// @notice Commits to equivocation evidence (see the contract's notice); the first
+    ///         commitment of a sealed value stands (later ones change nothing). Anyone may call.
+    function commitEquivocation(bytes32 commitment) external {
+        // 0 means "never committed" (a block number is never 0 here), not a balance
+        // slither-disable-next-line incorrect-equality
+        if (equivocationCommittedAt[commitment] == 0) {
+            equivocationCommittedAt[commitment] = block.number;
+            emit EquivocationCommitted(commitment, block.number);
+        }
+    }
+
     /// @notice The member that signed both conflicting messages `a` and `b` of `kind` (0
     ///         PrePrepare, 1 Prepare, 2 DisputeVerdict) in view `viewNumber` (and sequence
     ///         number `seq`, kinds 0 and 1) under the caller's domain; reverts unless they are
-    ///         a valid equivocation (see `FedChainTask.slashEquivocation`).
+    ///         a valid equivocation (see `FedChainTask.slashEquivocation`), or unless the
+    ///         reporter (the last 20 bytes of the calldata, appended by the task) committed
+    ///         it at least one block before.
     function slashEquivocation(
         uint8 kind,
         uint256 viewNumber,
@@ -110,6 +142,14 @@ contract EquivocationEvidence {
         signer = _voteSigner(separator, 0, kind, viewNumber, seq, a);
         // INVARIANT: both messages were signed by the same member.
         if (_voteSigner(separator, 1, kind, viewNumber, seq, b) != signer) revert InvalidEvidence(3);
+        address reporter = address(bytes20(msg.data[msg.data.length - 20:]));
+        bytes32 commitment = keccak256(
+            abi.encode(msg.sender, kind, viewNumber, seq, keccak256(a.signature), keccak256(b.signature), reporter)
+        );
+        uint256 committedAt = equivocationCommittedAt[commitment];
+        // INVARIANT: the reward goes only to a reporter that committed to this evidence in an
+        // earlier block, so a copied reveal (or a commitment made on seeing it) gains nothing.
+        if (committedAt == 0 || committedAt >= block.number) revert EvidenceNotCommitted(reporter);
     }
 
     /// @dev The signer of `vote` (evidence entry `index`) as a message of `kind`; reverts on a

@@ -604,14 +604,49 @@ contract FedChainTaskUnitTest is TaskFixture {
         FedChainTaskStorage.SignedVote memory a = _vote(2, 2, 5, 0, honestDigest(1), true);
         FedChainTaskStorage.SignedVote memory b = _vote(2, 2, 5, 0, honestDigest(1), false);
         address reporter = client(3);
+        commitEvidence(reporter, 2, 5, 0, a, b);
         vm.expectEmit(true, true, false, true, address(task));
         emit FedChainTaskStorage.EquivocationSlashed(agg(2), 2, 5, reporter, STAKE / 2, STAKE - STAKE / 2);
         vm.prank(reporter);
         task.slashEquivocation(2, 5, 0, a, b);
         assertEq(task.credits(reporter), STAKE / 2, "reporter half");
         assertEq(task.credits(BURN), STAKE - STAKE / 2, "the rest burned");
+        commitEvidence(address(this), 2, 5, 0, a, b);
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.AggregatorIsSlashed.selector, agg(2)));
         task.slashEquivocation(2, 5, 0, a, b);
+    }
+
+    /// @notice Attack: a watcher copies a reporter's evidence from the mempool and reveals it
+    ///         from its own account, or commits for itself and reveals in the same block.
+    function test_slashEquivocation_paysOnlyAnEarlierCommitment() public {
+        setUpTask(4, 4);
+        FedChainTaskStorage.SignedVote memory a = _vote(2, 2, 5, 0, honestDigest(1), true);
+        FedChainTaskStorage.SignedVote memory b = _vote(2, 2, 5, 0, honestDigest(1), false);
+        address reporter = client(3);
+        address copier = client(2);
+        // the copier sends the reporter's commitment itself: it binds the reporter
+        vm.prank(copier);
+        evidenceOf(task).commitEquivocation(sealedEvidence(reporter, 2, 5, 0, a, b));
+        vm.prank(copier);
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.EvidenceNotCommitted.selector, copier));
+        task.slashEquivocation(2, 5, 0, a, b);
+        // a commitment of its own counts only from the next block on
+        vm.prank(copier);
+        evidenceOf(task).commitEquivocation(sealedEvidence(copier, 2, 5, 0, a, b));
+        vm.prank(copier);
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.EvidenceNotCommitted.selector, copier));
+        task.slashEquivocation(2, 5, 0, a, b);
+        // the reporter's commitment is older: it reveals and is paid
+        vm.roll(block.number + 1);
+        vm.prank(reporter);
+        task.slashEquivocation(2, 5, 0, a, b);
+        assertEq(task.credits(reporter), STAKE / 2, "reporter half");
+        assertEq(task.credits(copier), 0, "the copier gains nothing");
+        // the first commitment of a sealed value stands
+        bytes32 commitment = sealedEvidence(reporter, 2, 5, 0, a, b);
+        uint256 at = evidenceOf(task).equivocationCommittedAt(commitment);
+        evidenceOf(task).commitEquivocation(commitment);
+        assertEq(evidenceOf(task).equivocationCommittedAt(commitment), at, "first commitment stands");
     }
 
     function test_slashEquivocation_evidenceGuards() public {
@@ -631,6 +666,7 @@ contract FedChainTaskUnitTest is TaskFixture {
         task.slashEquivocation(2, 5, 0, c1, c1);
         // two prepares for one (view, seq) with different digests are
         FedChainTaskStorage.SignedVote memory b = _vote(2, 1, 5, 7, keccak256("x"), true);
+        commitEvidence(address(this), 1, 5, 7, a, b);
         task.slashEquivocation(1, 5, 7, a, b);
         (,, bool isSlashed,,,) = task.aggregatorInfo(agg(2));
         assertTrue(isSlashed, "slashed");
@@ -664,6 +700,7 @@ contract FedChainTaskUnitTest is TaskFixture {
         setUpTask(4, 4);
         FedChainTaskStorage.SignedVote memory a = _vote(0, 2, 1, 0, honestDigest(1), true);
         FedChainTaskStorage.SignedVote memory b = _vote(0, 2, 1, 0, honestDigest(1), false);
+        commitEvidence(address(this), 2, 1, 0, a, b);
         task.slashEquivocation(2, 1, 0, a, b);
         vm.prank(agg(0));
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.AggregatorIsSlashed.selector, agg(0)));

@@ -302,6 +302,7 @@ contract FedChainTaskExitsTest is TaskFixture {
         a.signature = abi.encodePacked(r, s, v);
         (v, r, s) = vm.sign(aggKey(member), task.verdictDigest(1, 0, d, false, 9));
         b.signature = abi.encodePacked(r, s, v);
+        commitEvidence(client(1), 2, 9, 0, a, b);
         vm.prank(client(1));
         task.slashEquivocation(2, 9, 0, a, b);
     }
@@ -319,5 +320,59 @@ contract FedChainTaskExitsTest is TaskFixture {
         assertEq(attempt2, attempt + 1, "attempt restarted");
         assertTrue(next != chosen, "another member");
         assertEq(deadline2, block.number + task.config().submitTimeout, "a whole submitTimeout");
+    }
+
+    /// @notice Attack: one batch at round open takes every slot. With minCollectionBlocks the
+    ///         round opens ceil(maxUpdates * blocks open / minCollectionBlocks) slots, so
+    ///         collection cannot close on maxUpdates before the round was open that long.
+    function testFuzz_slotsOpenProgressively(uint8 m8, uint8 wait8) public {
+        FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
+        cfg.collectWindow = 20;
+        cfg.minCollectionBlocks = uint32(bound(m8, 1, 12));
+        deploy(cfg);
+        registerCommittee(4);
+        registerClients(4);
+        startTask();
+        uint256 open = task.getRound(1).openBlock;
+        vm.roll(open + bound(wait8, 0, 14));
+        uint256 blocksOpen = block.number - open + 1;
+        uint256 m = cfg.minCollectionBlocks;
+        uint256 slots = blocksOpen >= m ? 4 : (4 * blocksOpen + m - 1) / m;
+        for (uint256 i = 0; i < slots; ++i) {
+            vm.prank(client(i));
+            task.submitUpdate(1, updateDigest(1, i), 10);
+        }
+        if (slots < 4) {
+            vm.prank(client(slots));
+            vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.SlotsNotOpen.selector, 1, slots));
+            task.submitUpdate(1, updateDigest(1, slots), 10);
+        } else {
+            assertTrue(task.getRound(1).collectionClosed, "maxUpdates closes once every slot is open");
+        }
+    }
+
+    /// @notice A client locks exactly clientDeposit; it comes back once, after the task ended.
+    function test_clientDeposit_lockedThenReturnedOnce() public {
+        FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
+        cfg.clientDeposit = 1 ether;
+        deploy(cfg);
+        registerCommittee(4);
+        vm.deal(client(0), 3 ether);
+        vm.prank(client(0));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.WrongValue.selector, 1 ether, 0));
+        task.registerClient();
+        registerClients(2);
+        assertEq(address(task).balance, 4 * STAKE + 2 ether, "stakes + deposits");
+        vm.prank(client(0));
+        vm.expectRevert(FedChainTaskStorage.TaskNotCompleted.selector);
+        task.releaseDeposit();
+        vm.roll(block.number + cfg.abortTimeout + 1);
+        task.abortTask();
+        vm.prank(client(0));
+        task.releaseDeposit();
+        assertEq(task.credits(client(0)), 1 ether, "deposit credited");
+        vm.prank(client(0));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.NothingToWithdraw.selector, client(0)));
+        task.releaseDeposit();
     }
 }

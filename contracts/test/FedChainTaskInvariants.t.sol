@@ -18,12 +18,14 @@ contract TaskHandler is TaskFixture {
     uint256 internal constant BYZANTINE = 1;
     uint256 internal constant CLIENTS = 6;
     uint256 internal constant REPORTER_PK = 0xBEEF;
+    uint256 internal constant CLIENT_DEPOSIT = 0.1 ether;
 
     FedChainTaskStorage.TaskConfig internal cfg;
 
     // -- ghost books ----------------------------------------------------------------------
     uint256 public deposited; // stakes, top-ups, bonds and challenge bonds paid in
     uint256 public withdrawn; // paid out by withdraw
+    uint256 public depositsHeld; // client deposits locked (registered, not released)
     uint256 public honestBondLoss; // bonds of honest submissions not returned
     uint256 public earlyFinalizations; // finalizations at or before the challenge deadline
     uint256 public falseVerdicts; // certificates of a wrong verdict that were accepted
@@ -45,11 +47,13 @@ contract TaskHandler is TaskFixture {
         cfg.disputeTimeout = 5;
         cfg.collectTimeout = 6;
         cfg.abortTimeout = 60;
+        cfg.clientDeposit = CLIENT_DEPOSIT;
         deploy(cfg);
         registerCommittee(N);
         registerClients(CLIENTS);
         startTask();
-        deposited = N * STAKE;
+        deposited = N * STAKE + CLIENTS * CLIENT_DEPOSIT;
+        depositsHeld = CLIENTS * CLIENT_DEPOSIT;
     }
 
     // -- helpers ---------------------------------------------------------------------------
@@ -345,6 +349,8 @@ contract TaskHandler is TaskFixture {
         a.signature = abi.encodePacked(r, s, v);
         (v, r, s) = vm.sign(aggKey(BYZANTINE), task.verdictDigest(1, 0, d, false, viewNumber));
         b.signature = abi.encodePacked(r, s, v);
+        // the reporter commits first; the reveal follows one block later
+        commitEvidence(vm.addr(REPORTER_PK), 2, viewNumber, 0, a, b);
         vm.prank(vm.addr(REPORTER_PK));
         try task.slashEquivocation(2, viewNumber, 0, a, b) {
             _count(this.equivocate.selector);
@@ -366,6 +372,16 @@ contract TaskHandler is TaskFixture {
         vm.prank(agg(who % N));
         try task.releaseStake() {
             _count(this.releaseStake.selector);
+        } catch {}
+    }
+
+    /// @notice A client takes its deposit back (only once the task ended, only once).
+    function releaseDeposit(uint8 who) external {
+        vm.prank(client(who % CLIENTS));
+        try task.releaseDeposit() {
+            require(task.taskCompleted(), "a deposit released before the task ended");
+            depositsHeld -= CLIENT_DEPOSIT;
+            _count(this.releaseDeposit.selector);
         } catch {}
     }
 
@@ -397,6 +413,7 @@ contract TaskHandler is TaskFixture {
             total += stakeOf(agg(i));
         }
         total += task.credits(address(0)); // burned: penalties, slash remainders, forfeits
+        total += depositsHeld; // client deposits, locked until the task ends
         uint256 round = _round();
         if (round != 0 && !aborted) {
             FedChainTaskStorage.Phase phase = task.phase(round);
@@ -420,6 +437,12 @@ contract TaskHandler is TaskFixture {
                     task.releaseStake();
                     due += stake;
                 }
+            } else if (i < N + CLIENTS) {
+                vm.prank(account);
+                try task.releaseDeposit() {
+                    due += CLIENT_DEPOSIT;
+                    depositsHeld -= CLIENT_DEPOSIT;
+                } catch {}
             }
             if (due == 0) continue;
             uint256 before = account.balance;
@@ -467,7 +490,7 @@ contract FedChainTaskInvariantTest is Test {
     function setUp() public {
         handler = new TaskHandler();
         task = FedChainTask(handler.taskAddress());
-        bytes4[] memory selectors = new bytes4[](22);
+        bytes4[] memory selectors = new bytes4[](23);
         selectors[0] = TaskHandler.roll.selector;
         selectors[1] = TaskHandler.submitUpdate.selector;
         selectors[2] = TaskHandler.relayBatch.selector;
@@ -492,13 +515,14 @@ contract FedChainTaskInvariantTest is Test {
         selectors[19] = TaskHandler.challenge.selector;
         selectors[20] = TaskHandler.skipRound.selector;
         selectors[21] = TaskHandler.abortTask.selector;
+        selectors[22] = TaskHandler.releaseDeposit.selector;
         targetContract(address(handler));
         targetSelector(FuzzSelector({addr: address(handler), selectors: selectors}));
     }
 
     /// @notice The contract's balance always equals stakes + credits + the bonds of the open
-    ///         submission (nothing else is held), and what was paid in equals what it holds plus
-    ///         what was withdrawn.
+    ///         submission + the client deposits held (nothing else is held), and what was
+    ///         paid in equals what it holds plus what was withdrawn.
     function invariant_balanceIsStakesBondsCredits() public view {
         assertEq(address(task).balance, handler.owed(), "balance = stakes + bonds + credits");
         assertEq(handler.deposited(), address(task).balance + handler.withdrawn(), "paid in = held + paid out");

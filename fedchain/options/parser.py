@@ -354,6 +354,34 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
         "(%(default)s)",
     )
     g.add_argument(
+        "--abort-timeout",
+        type=int,
+        default=d.abort_timeout,
+        help="blocks without progress after which the aggregator nodes end the task "
+        "(abortTask; every stake comes back) (%(default)s)",
+    )
+    g.add_argument(
+        "--leave-after-blocks",
+        type=int,
+        default=d.leave_after_blocks,
+        help="an aggregator node leaves the committee when the task was not started this "
+        "many blocks after deployment (0: never) (%(default)s)",
+    )
+    g.add_argument(
+        "--client-deposit",
+        type=int,
+        default=d.client_deposit,
+        help="wei each client locks when it registers, returned after the task (0: none) "
+        "(%(default)s)",
+    )
+    g.add_argument(
+        "--min-collection-blocks",
+        type=int,
+        default=d.min_collection_blocks,
+        help="blocks over which a round opens its update slots progressively, so one batch "
+        "at round open cannot take them all (0: all at once) (%(default)s)",
+    )
+    g.add_argument(
         "--rotation",
         default=d.rotation,
         choices=["round-robin", "random"],

@@ -11,9 +11,10 @@ and ``summary.json`` (:mod:`~fedchain.sim.driver.records`) and the live ``events
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -140,6 +141,8 @@ class Demo:
                 drop_prob=net.drop, dup_prob=net.duplicate, max_delay=net.max_delay, gst=net.gst
             ),
             seed=cfg.seed,
+            restarts=net.restart,
+            store_dir=self._pbft_store_dir() if net.restart else None,
         )
         self.disputes = DisputeDriver(
             self.task,
@@ -191,7 +194,7 @@ class Demo:
             self.private_driver = PrivateDriver(
                 view, self.clients, d.deployer, self.task, self.events, self.clock
             )
-        if start:
+        if start and cfg.start_task:
             if self.private_driver is not None:
                 self.private_driver.setup()
             self.task.start(d.deployer)
@@ -298,6 +301,11 @@ class Demo:
             self.stalled,
             privacy=self.privacy,
         )
+        #: the round ``abortTask`` ended the task in (0: never started), None if it was not
+        summary["aborted_in_round"] = self.loop.aborted if hasattr(self, "loop") else None
+        #: replica crash-restarts and any dispute two correct replicas decided differently
+        summary["pbft_restarts"] = [asdict(r) for r in self.committee.restarts]
+        summary["pbft_conflicting_decisions"] = self.committee.conflicting_decisions()
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         self.events.emit(
             "run_finished",
@@ -414,11 +422,23 @@ class Demo:
             f"{acc.epsilon(self.privacy_rounds):.4g} at delta {spec.target_delta:g} ({acc.name})"
         )
 
+    def _pbft_store_dir(self) -> str:
+        """A temporary directory for the replicas' stable storage (crash-restart scenarios:
+        a restarted replica is built from its file there), removed by :meth:`close`."""
+        tmp = tempfile.TemporaryDirectory(prefix="fedchain-pbft-")
+        self._pbft_tmp: tempfile.TemporaryDirectory[str] | None = tmp
+        return tmp.name
+
     def close(self) -> None:
-        """Release the training engine (a local Ray instance is shut down); idempotent."""
+        """Release the training engine (a local Ray instance is shut down) and the PBFT
+        stable-storage directory; idempotent."""
         engine = getattr(self, "engine", None)
         if engine is not None:
             engine.close()
+        tmp = getattr(self, "_pbft_tmp", None)
+        if tmp is not None:
+            tmp.cleanup()
+            self._pbft_tmp = None
 
     def _registered(self, node: ClientNode, ev: ClientEvent) -> None:
         if ev.action != "submitUpdate":

@@ -36,6 +36,11 @@ A scenario is a TOML file::
     drop = 0.0
     max_delay = 3
     duplicate = 0.0
+    restart = [{ aggregator = 1, round = 2, phase = "prepare" }]
+                               # crash-restarts of a replica in that round's dispute, right
+                               # after it sent its first message of the phase: start |
+                               # pre-prepare | prepare | commit | decide; optional downtime
+                               # (ticks, default 20); it restarts from its stable storage
 
     [expect]                   # optional: what the run must show (checked by `fedchain run`)
     outcome = "safe"           # safe | safety-violated | liveness-lost
@@ -60,6 +65,7 @@ import numpy as np
 from aggregators.behaviours import TAMPERS, Behaviour
 from clients.data import Dataset
 from clients.node import DeltaHook, PayloadHook
+from consensus.committee import ReplicaRestart
 from fedchain.config import DemoConfig, check_types, read_toml, value_matches
 from protocol.errors import ConfigError
 from protocol.payloads import ModelLayout, encode_update
@@ -141,6 +147,8 @@ class PbftNetConfig:
     max_delay: int = 3
     gst: int = 0
     max_ticks: int = 5000
+    #: crash-restarts of committee replicas (``[pbft] restart``), from stable storage
+    restart: tuple[ReplicaRestart, ...] = ()
 
 
 @dataclass
@@ -288,6 +296,34 @@ def _check_params(fn: Callable[..., Any], params: Mapping[str, Any], where: str)
             )
 
 
+RESTART_KEY_TYPES: dict[str, Any] = {"aggregator": int, "round": int, "phase": str, "downtime": int}
+
+
+def _restarts(value: Any, cfg: DemoConfig, where: str) -> tuple[ReplicaRestart, ...]:
+    """``[pbft] restart``: a list of ``{aggregator, round, phase[, downtime]}`` tables."""
+    if not isinstance(value, list) or not all(isinstance(t, Mapping) for t in value):
+        raise ConfigError(f"{where} = {value!r}: expected a list of tables")
+    out = []
+    for i, table in enumerate(value):
+        w = f"{where} #{i + 1}"
+        _check_keys(table, set(RESTART_KEY_TYPES), w)
+        _check_table_types(table, RESTART_KEY_TYPES, w)
+        missing = sorted({"aggregator", "round", "phase"} - set(table))
+        if missing:
+            raise ConfigError(f"{w}: missing key(s) {missing}")
+        if not 0 <= table["aggregator"] < cfg.aggregators:
+            raise ConfigError(
+                f"{w} aggregator = {table['aggregator']!r}: must be in 0..{cfg.aggregators - 1}"
+            )
+        if not 1 <= table["round"] <= cfg.rounds:
+            raise ConfigError(f"{w} round = {table['round']!r}: must be in 1..{cfg.rounds}")
+        try:
+            out.append(ReplicaRestart(**table))
+        except ConfigError as exc:
+            raise ConfigError(f"{w}: {exc}") from exc
+    return tuple(out)
+
+
 def _check_keys(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
     unknown = sorted(set(table) - allowed)
     if unknown:
@@ -366,8 +402,10 @@ def scenario_from_dict(data: Mapping[str, Any], source: str | None = None) -> Sc
             raise ConfigError(f"{w}: {exc}") from exc
     pbft_table = dict(_table(data, "pbft", where))
     _check_keys(pbft_table, {f.name for f in fields(PbftNetConfig)}, f"{where} [pbft]")
+    restarts = _restarts(pbft_table.pop("restart", []), cfg, f"{where} [pbft] restart")
     pbft = PbftNetConfig(**pbft_table)
     check_types(pbft, lambda key, value: f"{where} [pbft] {key} = {value!r}")
+    pbft = replace(pbft, restart=restarts)
     for key in ("drop", "duplicate"):
         if not 0 <= getattr(pbft, key) < 1:
             raise ConfigError(f"{where} [pbft] {key} = {getattr(pbft, key)!r}: must be in [0, 1)")

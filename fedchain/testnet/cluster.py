@@ -300,7 +300,8 @@ def _start_task(demo: Any, spec: dict[str, Any], max_seconds: float | None) -> N
             if len(view.records.first_payloads(0, MASK_KEY)) >= wanted:
                 break
             time.sleep(spec.get("block_time", 1.0))
-    demo.task.start(demo.deployment.deployer)
+    if demo.cfg.start_task:
+        demo.task.start(demo.deployment.deployer)
 
 
 def restart_chain(directory: Path, downtime: float = 0.0) -> dict[str, Any]:

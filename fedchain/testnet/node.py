@@ -148,6 +148,7 @@ class NodeProcess:
             self.manifest,
             behaviour=behaviour,
             private=self.private_view,
+            leave_after_blocks=self.cfg.leave_after_blocks or None,
         )
         from fedchain.testnet.pbft_service import PbftService
 
@@ -206,9 +207,12 @@ class NodeProcess:
             return None
 
     def _done(self) -> bool:
-        # The last round is finalized: nothing is left to do for anyone.
+        # The last round is finalized, or the task was aborted (it completed with its
+        # current round unfinished, or before start): nothing is left to do for anyone.
         r = self.task.current_round()
-        return self.task.phase(r) == Phase.FINALIZED
+        if r == 0 or self.task.phase(r) != Phase.FINALIZED:
+            log(self.name, "task-aborted", round=r)
+        return True
 
 
 def _detail(ev: Any) -> dict[str, Any]:

@@ -296,19 +296,67 @@ def _sybil_batch(s: TaskSetup, sybils: list[Any], round_: int) -> list[Any]:
     return records
 
 
-def test_sybil_batch_at_round_open_takes_every_slot_without_an_allowlist(
-    task_factory: Any,
-) -> None:
-    """Sybil round filling: one relayed batch at round open takes every slot (permissionless)."""
-    s = task_factory(n_clients=8, min_updates=2, max_updates=4)
-    task = s.task
-    sybils, honest = s.clients[:4], s.clients[4:]
-    task.submit_updates(s.owner, 1, _sybil_batch(s, sybils, 1))
-    assert task.update_count(1) == 4
-    from adapters.contract import CollectionClosed
+def test_sybil_batch_at_round_open_no_longer_takes_every_slot(task_factory: Any) -> None:
+    """Sybil round filling: one relayed batch at round open takes every slot (permissionless);
+    with minCollectionBlocks the slots open progressively and honest late clients get in,
+    and with clientDeposit every sybil identity locks a deposit."""
+    from adapters.contract import SlotsNotOpen, WrongValue
 
-    with pytest.raises(CollectionClosed):
-        task.submit_update(honest[0], 1, dg("honest"), 10)
+    deposit = ETHER // 100
+    s = task_factory(
+        n_clients=8,
+        min_updates=2,
+        max_updates=4,
+        collect_window=10,
+        min_collection_blocks=8,
+        client_deposit=deposit,
+    )
+    task, chain = s.task, s.chain
+    # 8 registered identities locked 8 deposits (a sybil pays deposit x identities)
+    stakes = sum(task.aggregator_info(a.address).stake for a in s.aggregators)
+    assert task.balance() == stakes + 8 * deposit
+    with pytest.raises(WrongValue):
+        task.register_client(s.spare[0], value=0)
+    sybils, honest = s.clients[:4], s.clients[4:]
+    open_block = task.round_info(1).open_block
+    # slots open: ceil(4 * blocks open / 8): 1 in the round's second block, 2 in its third
+    # and fourth, 3 in its fifth and sixth, all 4 from its seventh
+    exec_at(chain, open_block + 1)  # the batch lands at round open
+    task.submit_updates(s.owner, 1, _sybil_batch(s, sybils, 1))
+    assert task.update_count(1) == 1  # not every slot
+    task.submit_updates(s.owner, 1, _sybil_batch(s, sybils[1:], 1))  # next block: one more
+    with pytest.raises(SlotsNotOpen) as info:
+        task.submit_update(sybils[2], 1, dg("sybil-2"), 10)
+    assert info.value.error_args == {"round": 1, "open": 2}
+    # honest clients that come later get the slots opened later
+    exec_at(chain, open_block + 4)
+    task.submit_update(honest[0], 1, dg("honest-0"), 10)
+    exec_at(chain, open_block + 6)
+    task.submit_update(honest[1], 1, dg("honest-1"), 10)
+    assert [u.client for u in task.updates(1)][2:] == [honest[0].address, honest[1].address]
+    assert task.round_info(1).collection_closed  # maxUpdates reached, round open 7 blocks
+
+
+def test_client_deposit_is_refunded_after_the_task_ends(task_factory: Any) -> None:
+    """Locked deposits: client deposits come back (pull payment) once the task is aborted."""
+    from adapters.contract import NothingToWithdraw, TaskNotCompleted
+
+    deposit = ETHER // 100
+    s = task_factory(n_clients=3, client_deposit=deposit, abort_timeout=3)
+    task, chain = s.task, s.chain
+    client = s.clients[0]
+    with pytest.raises(TaskNotCompleted):
+        task.release_deposit(client)
+    exec_at(chain, task.round_info(1).open_block + 4)
+    task.abort_task(s.owner)
+    for c in s.clients:
+        receipt = task.release_deposit(c)
+        assert task.events(receipt)[0].args == {"client": c.address, "amount": deposit}
+        assert task.credits(c.address) == deposit
+        task.withdraw(c)
+    with pytest.raises(NothingToWithdraw):
+        task.release_deposit(client)
+    release_and_withdraw_all(s)  # nothing but burned value stays in the contract
 
 
 def test_client_allowlist_keeps_sybils_out(task_factory: Any) -> None:
@@ -332,3 +380,37 @@ def test_client_allowlist_keeps_sybils_out(task_factory: Any) -> None:
     for i, acct in enumerate(honest):
         task.submit_update(acct, 1, dg(("honest", i)), 10)
     assert task.update_count(1) == 2
+
+
+# -- item 7: the equivocation reward is bound to a prior commitment ----------------------
+
+
+def test_copied_equivocation_evidence_pays_the_copier_nothing(task_factory: Any) -> None:
+    """Mempool copying: a watcher copies a reporter's slashEquivocation evidence and sends it
+    from its own account first, to take the reporter's reward."""
+    from adapters.contract import EvidenceNotCommitted
+
+    s = task_factory(n_aggregators=5)
+    task = s.task
+    liar, reporter, copier = s.aggregators[1], s.aggregators[2], s.spare[0]
+    proof = proof_of(_pair(s, liar, "commit"))
+    assert proof is not None
+    args = proof.contract_args()
+    # the reporter commits keccak(evidence, reporter) first: copying that transaction (from
+    # any account) binds the reward to the reporter again, and reveals nothing to copy
+    task.commit_equivocation(copier, proof.sealed(task.address, reporter.address))
+    # the copier front-runs the reveal with the same evidence from its own account: refused,
+    # it never committed; the liar keeps its stake until the reporter reveals
+    with pytest.raises(EvidenceNotCommitted) as info:
+        task.slash_equivocation(copier, *args, commit=False)
+    assert info.value.error_args == {"reporter": copier.address}
+    assert task.credits(copier.address) == 0
+    assert not task.aggregator_info(liar.address).slashed
+    # (a commitment of its own made after seeing the evidence must be at least one block
+    # older than its reveal: contracts/test/FedChainTaskExits.t.sol checks the same block)
+    stake = task.aggregator_info(liar.address).stake
+    receipt = task.slash_equivocation(reporter, *args, commit=False)
+    assert [e.name for e in task.events(receipt)] == ["Slashed", "EquivocationSlashed"]
+    assert task.credits(reporter.address) == stake // 2
+    assert task.credits(copier.address) == 0
+    assert_accounting(s)

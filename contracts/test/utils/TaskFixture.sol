@@ -4,6 +4,7 @@ pragma solidity ^0.8.24;
 import {Test} from "./Test.sol";
 import {FedChainTask} from "../../FedChainTask.sol";
 import {FedChainTaskStorage} from "../../FedChainTaskStorage.sol";
+import {EquivocationEvidence} from "../../lib/EquivocationEvidence.sol";
 
 /// @title TaskFixture
 /// @notice Deploys a FedChainTask with known keys (owner, committee, clients) and drives it:
@@ -24,6 +25,8 @@ abstract contract TaskFixture is Test {
 
     FedChainTask internal task;
     address internal owner;
+    /// @dev The deployed task's clientDeposit (what `registerClients` pays per client).
+    uint256 internal clientDeposit;
 
     function defaultConfig() internal pure returns (FedChainTaskStorage.TaskConfig memory cfg) {
         cfg.initialModelDigest = MODEL0;
@@ -53,6 +56,7 @@ abstract contract TaskFixture is Test {
         vm.roll(100);
         vm.prank(owner);
         task = new FedChainTask(cfg);
+        clientDeposit = cfg.clientDeposit;
         return task;
     }
 
@@ -82,8 +86,9 @@ abstract contract TaskFixture is Test {
 
     function registerClients(uint256 k) internal {
         for (uint256 i = 0; i < k; ++i) {
+            vm.deal(client(i), client(i).balance + clientDeposit);
             vm.prank(client(i));
-            task.registerClient();
+            task.registerClient{value: clientDeposit}();
         }
     }
 
@@ -195,5 +200,39 @@ abstract contract TaskFixture is Test {
         bytes32 d = task.updateRecordDigest(round, digest, numSamples);
         (bytes32 r, bytes32 vs) = vm.signCompact(clientKey(i), d);
         return abi.encodePacked(uint32(i), numSamples, digest, r, vs);
+    }
+
+    /// @notice The task's EquivocationEvidence: the first contract it created (nonce 1).
+    function evidenceOf(FedChainTask t) internal pure returns (EquivocationEvidence) {
+        return EquivocationEvidence(
+            address(uint160(uint256(keccak256(abi.encodePacked(bytes1(0xd6), bytes1(0x94), address(t), bytes1(0x01))))))
+        );
+    }
+
+    /// @notice The sealed commitment `reporter` sends before revealing equivocation evidence.
+    function sealedEvidence(
+        address reporter,
+        uint8 kind,
+        uint256 viewNumber,
+        uint256 seq,
+        FedChainTaskStorage.SignedVote memory a,
+        FedChainTaskStorage.SignedVote memory b
+    ) internal view returns (bytes32) {
+        return keccak256(
+            abi.encode(address(task), kind, viewNumber, seq, keccak256(a.signature), keccak256(b.signature), reporter)
+        );
+    }
+
+    /// @notice `reporter` commits to the evidence, then one block passes (the reveal may follow).
+    function commitEvidence(
+        address reporter,
+        uint8 kind,
+        uint256 viewNumber,
+        uint256 seq,
+        FedChainTaskStorage.SignedVote memory a,
+        FedChainTaskStorage.SignedVote memory b
+    ) internal {
+        evidenceOf(task).commitEquivocation(sealedEvidence(reporter, kind, viewNumber, seq, a, b));
+        vm.roll(block.number + 1);
     }
 }

@@ -162,8 +162,11 @@ def task_config(cfg: DemoConfig, initial_digest: bytes, manifest_digest: bytes) 
         max_updates=cfg.clients,
         collect_window=cfg.collect_window,
         collect_timeout=cfg.collect_timeout,
+        abort_timeout=cfg.abort_timeout,
         max_samples=cfg.max_samples,
         client_allowlist=cfg.client_allowlist,
+        client_deposit=cfg.client_deposit,
+        min_collection_blocks=cfg.min_collection_blocks,
         submit_timeout=cfg.submit_blocks(),
         challenge_window=cfg.challenge_window,
         attest_window=cfg.attest_window,
@@ -353,6 +356,7 @@ class Deployment:
             behaviour=behaviour or self.behaviour(index),
             colluders=self.colluders,
             private=self.private_view(),
+            leave_after_blocks=self.cfg.leave_after_blocks or None,
         )
 
     def make_oracle(self) -> AggregatorNode:

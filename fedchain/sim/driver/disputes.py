@@ -60,6 +60,7 @@ class DisputeDriver:
         self._tries: dict[tuple[int, int], int] = {}
         self._undecided: set[tuple[int, int]] = set()
         self._reported: set[str] = set()
+        self._restarts_seen = 0
 
     def eligible(self, address: str) -> bool:
         """May ``address`` sign a certificate now (registered, not slashed on-chain)?"""
@@ -77,6 +78,7 @@ class DisputeDriver:
             return False  # no certificate to be had: the dispute times out on-chain
         instance = Instance(self.task.address, self.domain.chain_id, round_, attempt, digest)
         outcome = self.committee.dispute(instance, max_ticks=self.max_ticks, eligible=self.eligible)
+        self._emit_restarts()
         acted = self._report_equivocation(round_)
         rec = self.faults.attempt(round_, attempt)
         verdict = None if outcome.faulty is None else ("faulty" if outcome.faulty else "upheld")
@@ -137,6 +139,21 @@ class DisputeDriver:
         )
         self._emit_slashes(receipt)
         return True
+
+    def _emit_restarts(self) -> None:
+        """One ``pbft_restart`` event per replica crash-restart (``[pbft] restart``)."""
+        for record in self.committee.restarts[self._restarts_seen :]:
+            address = self.accounts[record.aggregator].address
+            self.events.emit(
+                "pbft_restart",
+                round=record.round,
+                aggregator=self.names.get(address, address),
+                phase=record.phase,
+                crashed_tick=record.crashed_tick,
+                restarted_tick=record.restarted_tick,
+                restored=record.restored,
+            )
+        self._restarts_seen = len(self.committee.restarts)
 
     def _votes(self, instance: Instance, outcome: DisputeOutcome) -> list[dict[str, Any]]:
         """Per member: PBFT behaviour, own re-execution verdict, decision, certificate."""

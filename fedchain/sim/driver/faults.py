@@ -157,6 +157,16 @@ class FaultLog:
                 by=name,
                 block=ev.detail["block"],
             )
+        elif ev.action in ("abortTask", "leaveCommittee"):
+            # the exits (issue 20): the task made no progress / was never started
+            self.events.emit(
+                "exit",
+                action=ev.action,
+                round=ev.round,
+                aggregator=name,
+                block=ev.detail["block"],
+                gas=ev.detail["gas"],
+            )
         elif ev.action == "attest":
             rec = self.attestations.setdefault(ev.round, {"attesters": {}, "gas": 0})
             rec["attesters"][name] = ev.detail["held"]

@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from eth_account.signers.local import LocalAccount
 
-from adapters.contract import CollectionClosed, Phase, RoundNotOpen, TaskContract
+from adapters.contract import CollectionClosed, Phase, RoundNotOpen, SlotsNotOpen, TaskContract
 from adapters.records import SignedUpdate, batch_gas_limit
 from adapters.storage import ContentStore
 from clients.node import ClientEvent, ClientNode, fetch_global_params
@@ -82,6 +82,8 @@ class ClientFleet:
         self._position = {id(node): i for i, node in enumerate(self.clients)}
         self._round = 0
         self._pending: list[ClientNode] = []
+        #: signed records relayed when no slot was open for them yet (retried each block)
+        self._waiting: list[tuple[ClientNode, ClientEvent, SignedUpdate]] = []
         self._done: set[int] = set()
         self._global: dict[str, np.ndarray] | None = None
         engine.bind(model, [node.data for node in self.clients])
@@ -96,8 +98,20 @@ class ClientFleet:
             return False
         if round_ != self._round:
             self._open(round_)
-        ready = [n for n in self._pending if n.ready is None or n.ready(round_)]
         acted = False
+        if self._waiting:
+            # signed records the round had no open slot for yet (minCollectionBlocks): relay
+            # them again, once per block, without training again
+            waiting, self._waiting = self._waiting, []
+            if not self._relay(round_, waiting):
+                self._done.add(round_)
+                return True
+            # acted only if some got in: a refused batch may mine nothing (then time passes)
+            acted = len(self._waiting) < len(waiting)
+        held = {id(node) for node, _, _ in self._waiting}
+        ready = [
+            n for n in self._pending if id(n) not in held and (n.ready is None or n.ready(round_))
+        ]
         for start in range(0, len(ready), self.wave):
             if start and task.phase(round_) != Phase.COLLECTING:
                 break
@@ -115,6 +129,7 @@ class ClientFleet:
         """A round starts collecting: who still has to register (one read for all)."""
         self._round = round_
         self._global = None
+        self._waiting = []
         registered = {u.client for u in self.task.updates(round_)}
         self._pending = []
         for node in self.clients:
@@ -177,6 +192,9 @@ class ClientFleet:
                 receipt = self.task.submit_updates(self.relayer, round_, records, gas=gas)
             except (CollectionClosed, RoundNotOpen):
                 receipt = None
+            except SlotsNotOpen:
+                self._waiting += chunk  # every slot open so far is taken: a later block
+                return True
             except ContractRevert:
                 return self._alone(round_, chunk)
             registered = self.task.accepted_updates(receipt) if receipt else []
@@ -187,7 +205,11 @@ class ClientFleet:
         # where each update sits in the round's list, and the transaction that put it there
         # (its first index and size): what the dashboard shows of batched registration
         batch = {"batch": registered[0].index, "batch_size": len(registered)} if registered else {}
-        for node, event, _ in chunk:
+        slots = self.task.config().min_collection_blocks
+        for node, event, rec in chunk:
+            if node.address not in accepted and open_ and slots:
+                self._waiting.append((node, event, rec))  # no slot open for it yet
+                continue
             node.mark_submitted(round_)
             if node.address in accepted:
                 detail = {**event.detail, "relayed": True, "index": accepted[node.address], **batch}

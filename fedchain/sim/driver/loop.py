@@ -4,8 +4,8 @@ Windows and deadlines are counted in blocks, so time passes only by mining. The 
 step as one :class:`~fedchain.sim.driver.fleet.ClientFleet` (one view per block for all of
 them, training fanned out to an engine); each aggregator steps on its own. The loop also
 restarts crashed aggregators after their scenario's delay, and hands each ended round to a
-callback. It stops when the task completes, or reports a stall (a dispute without quorum,
-or ``max_blocks`` idle blocks).
+callback. It stops when the task completes (or is aborted), or reports a stall (a dispute
+without quorum, or ``max_blocks`` idle blocks).
 
 Every second of a round is charged to one phase of the shared :class:`PhaseClock`: the
 nodes' own phases (train, register, fetch, aggregate, verify, ...), ``dispute``, ``mine``
@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from adapters.chain import Chain
-from adapters.contract import TaskContract
+from adapters.contract import Phase, TaskContract
 from aggregators.behaviours import Behaviour
 from aggregators.node import AggregatorNode, NodeCrashed
 from fedchain.sim.driver.disputes import DisputeDriver
@@ -68,6 +68,8 @@ class BlockLoop:
         self.extra = list(extra)
         self.down: dict[int, int] = {}  # aggregator index -> block it crashed at
         self.stalled: str | None = None
+        #: the round the task was aborted in (``abortTask``; 0: before start), if it was
+        self.aborted: int | None = None
         #: stop (cleanly, not a stall) once this round ends: the privacy budget is spent
         self.stop_after: int | None = None
 
@@ -99,6 +101,14 @@ class BlockLoop:
                     idle_blocks = 0
                 current = self.task.current_round()
                 completed = self.task.task_completed()
+            if completed and self.task.phase(round_) != Phase.FINALIZED:
+                # ended by abortTask (no progress for abortTimeout blocks, or never started)
+                self.aborted = round_
+                self.progress.line(f"task aborted in round {round_}")
+                self.events.emit("task_aborted", round=round_)
+                if round_ >= 1:
+                    on_round_end(round_, time.perf_counter() - round_started, False)
+                return
             if current != round_ or completed:
                 on_round_end(round_, time.perf_counter() - round_started, True)
                 if self.stop_after is not None and round_ >= self.stop_after and not completed:
