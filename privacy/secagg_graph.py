@@ -26,7 +26,13 @@ for the smallest even ``k`` such that
 
 it returns ``t = max(t1 + 1, 2)`` provided ``t ≤ t2``. Every probability is compared as a
 ratio of big integers (binomial coefficients), and γ, δ are read as the decimals they were
-written as (``Fraction(repr(γ))``), so every machine finds the same ``(k, t)``. It reproduces
+written as (``Fraction(repr(γ))``), so every machine finds the same ``(k, t)``. For speed,
+the degrees below the first one that passes (1) are skipped by bisection (the bound falls
+with ``k``), and a log-space screen skips a degree only when its estimated quantiles miss
+by more than the one step a rounding error could move each; every other degree, and the
+one returned, is decided exactly (a test checks the screen changes no answer). Milliseconds
+of CPU for ``γ ≤ 0.33, δ ≤ 0.45`` up to ``K = 10^6``; seconds to minutes only in the corner
+where ``k`` reaches thousands (``γ + δ`` or ``γ + 2δ`` at 0.9). It reproduces
 the original's published table (``graph_parameter_finder_test.cc``) and the example of
 issue 21: ``K = 1000, γ = 0.1, δ = 0.3 → k = 88, t = 36``. One deliberate difference: the
 original returns ``t = 2`` even when ``t2 < 2`` (only when ``t1 = 0``: tiny ``K``, where a
@@ -325,9 +331,74 @@ def _disconnect_safe(clients: int, bad: int, degree: int, sigma: int) -> bool:
     return lhs < 2 * math.perm(clients, degree)
 
 
+def _log_add(a: float, b: float) -> float:
+    if a < b:
+        a, b = b, a
+    return a if b == -math.inf else a + math.log1p(math.exp(b - a))
+
+
+def _lower_quantile_estimate(total: int, marked: int, sampled: int, log_q: float) -> int | None:
+    """``min{r : Pr[X ≤ r] ≥ q}`` in log-space doubles, for the screen of :func:`_find`
+    (None when the estimate cannot be trusted: then the exact walk decides). It starts at
+    Hoeffding's bound ``E[X] − √(n ln(1/q)/2)``, below the quantile, sums the tail below it
+    until the terms are ``e^-36`` of the sum, and walks up adding one term at a time."""
+    lowest, top = max(0, sampled - (total - marked)), min(sampled, marked)
+    if top - lowest < 2:
+        return None
+    base = math.lgamma(total + 1) - math.lgamma(sampled + 1) - math.lgamma(total - sampled + 1)
+
+    def log_pmf(i: int) -> float:
+        return (
+            math.lgamma(marked + 1)
+            - math.lgamma(i + 1)
+            - math.lgamma(marked - i + 1)
+            + math.lgamma(total - marked + 1)
+            - math.lgamma(sampled - i + 1)
+            - math.lgamma(total - marked - sampled + i + 1)
+            - base
+        )
+
+    def log_cdf(r: int) -> float:
+        term = log_pmf(r)
+        cdf, i = term, r
+        while i > lowest and term > cdf - 36.0:  # below the mode the terms shrink ever faster
+            term += math.log(i * (total - marked - sampled + i)) - math.log(
+                (marked - i + 1) * (sampled - i + 1)
+            )
+            i -= 1
+            cdf = _log_add(cdf, term)
+        return cdf
+
+    mean = sampled * marked / total
+    sd = math.sqrt(mean * (1 - marked / total) * (total - sampled) / max(1, total - 1))
+    # a start below the quantile: a Gaussian one (√(2 ln 1/q) standard deviations, beyond
+    # the Gaussian quantile), else Hoeffding's (always below, but further: more steps)
+    r = max(lowest, math.floor(mean - math.sqrt(-2 * log_q) * sd) - 2)
+    cdf = log_cdf(r)
+    if cdf >= log_q - 1e-6:
+        r = max(lowest, math.floor(mean - math.sqrt(sampled * -log_q / 2)) - 1)
+        cdf = log_cdf(r)
+        if cdf >= log_q - 1e-6:
+            return None  # Hoeffding's start should lie below the quantile: do not guess
+    term = log_pmf(r)
+    while cdf < log_q and r < top:
+        term += math.log((marked - r) * (sampled - r)) - math.log(
+            (r + 1) * (total - marked - sampled + r + 1)
+        )
+        r += 1
+        cdf = _log_add(cdf, term)
+    return r
+
+
 @lru_cache(maxsize=256)
 def _find(
-    clients: int, corrupt: Fraction, dropout: Fraction, sigma: int, eta: int, adversary: str
+    clients: int,
+    corrupt: Fraction,
+    dropout: Fraction,
+    sigma: int,
+    eta: int,
+    adversary: str,
+    screen: bool = True,
 ) -> tuple[int, int]:
     corrupt_clients = math.floor(corrupt * clients)
     dropped_clients = math.floor(dropout * clients)
@@ -349,7 +420,22 @@ def _find(
             hi = mid
         else:
             lo = mid + 1
+    log_q1 = -(sigma + 1) * math.log(2) - math.log(clients)
+    log_q2 = -eta * math.log(2) - math.log(clients)
     for k in degrees[lo:]:
+        if screen:
+            # t1 = k − (the q1-quantile of the honest neighbours); an estimate is off by at
+            # most one step (its error, ~1e-12 relative, flips at most one comparison of a
+            # strictly monotone tail), so skip k only if it fails with both estimates moved
+            # one step in its favour; every other k is decided exactly below
+            h = _lower_quantile_estimate(clients, clients - corrupt_clients, k, log_q1)
+            s2 = _lower_quantile_estimate(clients, surviving, k, log_q2)
+            if h is not None and s2 is not None:
+                e1 = max(0, k - h - 1)
+                if adversary == "semi-malicious":
+                    e1 = -((-(4 * e1 + 4 * k - 5)) // 8)
+                if max(e1 + 1, 2) > s2 + 1:
+                    continue
         t1 = _upper_tail_threshold(clients, corrupt_clients, k, clients << (sigma + 1))
         t2 = _lower_quantile(clients, surviving, k, clients << eta)
         if adversary == "semi-malicious":

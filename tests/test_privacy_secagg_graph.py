@@ -23,6 +23,7 @@ from privacy.secagg_graph import (
     HARARY_VERSION,
     SecAggParameterError,
     SecAggPlusParams,
+    _find,
     find_parameters,
     full_graph_params,
     graph_seed,
@@ -161,6 +162,26 @@ def test_finder_output_satisfies_the_published_inequalities(
     assert all(ok(d) is None for d in range(2, p.degree, 2))
     # fewer than t corrupt neighbours except with probability < 2^-41 / K
     assert _tail_above(k, corrupt, p.degree, p.threshold - 1) < q_security
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    st.integers(4, 700),
+    st.sampled_from([0.0, 0.01, 0.05, 0.1, 0.2, 0.33, 0.45]),
+    st.sampled_from([0.0, 0.05, 0.1, 0.3, 0.45]),
+    st.sampled_from(["curious", "semi-malicious"]),
+)
+def test_the_screen_changes_no_answer(k: int, gamma: float, delta: float, adversary: str) -> None:
+    """The log-space screen only skips degrees: with it and without it (every degree decided
+    by the exact walks) the finder gives the same (k, t) or the same refusal."""
+    args = (k, Fraction(repr(gamma)), Fraction(repr(delta)), 40, 20, adversary)
+    outcomes: list[tuple[int, int] | None] = []
+    for screen in (True, False):
+        try:
+            outcomes.append(_find(*args, screen=screen))
+        except SecAggParameterError:
+            outcomes.append(None)
+    assert outcomes[0] == outcomes[1]
 
 
 def test_finder_at_large_k() -> None:
