@@ -57,6 +57,7 @@ def demo_config(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         attest_window=args.attest_window,
         dispute_timeout=args.dispute_timeout,
         rotation=args.rotation,
+        dispute=args.dispute,
         seed=args.seed,
         out=args.out,
         name=args.name,
