@@ -38,11 +38,14 @@ from adapters.round_inputs import fetch_included
 from adapters.storage import ContentStore, PeerStore, get_by_digest, has_digest
 from aggregators.behaviours import HONEST, Behaviour, RoundContext
 from aggregators.execution import RoundResult, execute_round, rule_for
+from aggregators.fault_agent import FaultAgent, round_view
 from aggregators.private import PrivateInputs
 from protocol.cid import content_digest
 from protocol.errors import ContractRevert, FedchainError, StorageError
 from protocol.manifest import TaskManifest
+from protocol.merkle import ChunkTree
 from protocol.metrics import PhaseClock
+from protocol.payloads import decode_global_state
 
 
 class NodeCrashed(FedchainError):
@@ -110,6 +113,8 @@ class AggregatorNode:
         behaviour: Behaviour = HONEST,
         colluders: frozenset[str] = frozenset(),
         private: PrivateSource | None = None,
+        fault: FaultAgent | None = None,
+        dispute: str = "pbft",
     ) -> None:
         self.name = name
         self.account = account
@@ -124,6 +129,9 @@ class AggregatorNode:
         self.colluders = colluders
         #: secure aggregation / HE: the round's published context, and payload validity
         self.private = private
+        #: the fault-proof side (``dispute`` fault-proof or both), else None
+        self.fault = fault
+        self.dispute = dispute
         self.verifications: dict[tuple[int, int], Verification] = {}
         self.withheld: set[tuple[int, int]] = set()
         self.challenged: set[tuple[int, int]] = set()
@@ -144,7 +152,10 @@ class AggregatorNode:
         if round_ == 0:  # task not started
             return []
         phase = task.phase(round_)
+        games = self._play_games() if self.fault is not None else []
         try:
+            if games:
+                return games  # one block's worth: the games first
             if phase == Phase.COLLECTING:
                 return self._on_collecting(round_)
             if phase == Phase.ATTESTING:
@@ -270,6 +281,7 @@ class AggregatorNode:
                 committee = self.task.aggregators()
                 self.store.push(publication.payload, [committee[i] for i in publication.push_to])
         self._crash_here("after-publish", round_)
+        claim = self._claim(round_, chosen.attempt, inputs, result, publication.payload)
         with self.clock.phase(round_, "submit"):
             return self._try(
                 round_,
@@ -282,6 +294,7 @@ class AggregatorNode:
                     "included": list(result.included),
                     "excluded": {str(k): v for k, v in result.excluded.items()},
                     "privacy": result.notes,
+                    **({} if claim is None else {"claim": claim}),
                 },
             )
 
@@ -310,6 +323,8 @@ class AggregatorNode:
                 )
             )
         known = self.verifications.get(key)
+        if known is not None and self.fault is not None and submitter != self.address:
+            events += self._watch(round_, info, known)
         if (
             known is not None
             and key not in self.challenged
@@ -339,7 +354,7 @@ class AggregatorNode:
     def wants_to_challenge(self, verification: Verification) -> bool:
         """Honest nodes challenge exactly the aggregates they could not reproduce."""
         mode = self.behaviour.challenger
-        if mode == "never":
+        if mode == "never" or self.dispute == "fault-proof":  # the games replace the vote
             return False
         if mode == "frivolous":
             return verification.agrees
@@ -355,6 +370,79 @@ class AggregatorNode:
             return False
         verification = self.verify(round_, attempt, submitter, digest)
         return not verification.agrees
+
+    # -- fault proof (docs/fault-proof.md) ------------------------------------------------
+
+    def _fault_view(self, round_: int, inputs: _RoundInputs, result: RoundResult) -> Any:
+        """The round as a step replays it, or None when this round is outside the proof's
+        scope (the rule's result is not the step's, e.g. a round carried forward)."""
+        view = round_view(
+            self.manifest, round_, inputs.global_payload, inputs.updates, inputs.num_samples
+        )
+        if result.carried_forward:
+            return None
+        honest = decode_global_state(self.manifest.layout, result.payload).params
+        try:
+            if view.honest_tree.root != ChunkTree(honest).root:
+                return None
+        except FedchainError:
+            return None
+        return view
+
+    def _claim(
+        self, round_: int, attempt: int, inputs: _RoundInputs, result: RoundResult, payload: bytes
+    ) -> int | None:
+        """Post the claim for the published state before submitting it (fault-proof mode)."""
+        if self.fault is None:
+            return None
+        view = self._fault_view(round_, inputs, result)
+        if view is None:
+            return None
+        state = decode_global_state(self.manifest.layout, payload).params
+        with self.clock.phase(round_, "claim"):
+            return self.fault.claim(round_, attempt, view, state)
+
+    def _watch(self, round_: int, info: RoundInfo, known: Verification) -> list[AggregatorEvent]:
+        """Check the submitter's claim against this node's re-execution; open a game."""
+        assert self.fault is not None
+        key = (round_, info.submission_attempt)
+        if key in self.fault.watched:
+            return []
+        submitter = info.aggregator or ""
+        cid = self.fault.claim_of(submitter, info.open_block)
+        if cid is None:
+            return []
+        result, inputs = self.compute(round_)
+        view = self._fault_view(round_, inputs, result)
+        if view is None:
+            self.fault.watched.add(key)
+            return []
+        claimed = None
+        if known.available:
+            try:
+                payload = get_by_digest(self.store, info.aggregate_digest)
+                claimed = decode_global_state(self.manifest.layout, payload).params
+            except FedchainError:
+                claimed = None
+        spare = self.colluders if self.behaviour.pbft == "colluding" else frozenset()
+        self.fault.spare = spare
+        with self.clock.phase(round_, "game"):
+            attempt = info.submission_attempt
+            opened = self.fault.watch(round_, attempt, view, cid, submitter, claimed)
+        if not opened:
+            return []
+        return [AggregatorEvent(round_, "game-open", {"claim": cid, "submitter": submitter})]
+
+    def _play_games(self) -> list[AggregatorEvent]:
+        assert self.fault is not None
+        return [
+            AggregatorEvent(
+                m.round,
+                f"game-{m.move}",
+                {"attempt": m.attempt, "id": m.ref, "gas": m.gas, "role": m.role},
+            )
+            for m in self.fault.play()
+        ]
 
     # -- computation -----------------------------------------------------------------------
 

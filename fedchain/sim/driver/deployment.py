@@ -26,9 +26,11 @@ from phe.paillier import PaillierPublicKey
 
 from adapters.chain import Chain
 from adapters.contract import TaskConfig, TaskContract
+from adapters.faultproof import FaultGamesContract, OneStepContract
 from adapters.privacy_records import PrivacyRecordsContract, predicted_address
 from adapters.storage import ContentStore, LocalStore, PeerStore, open_store
 from aggregators.behaviours import HONEST, Behaviour
+from aggregators.fault_agent import FaultAgent
 from aggregators.key_holder import KeyHolderNode
 from aggregators.node import AggregatorNode
 from aggregators.registry import make_rule, rule_id
@@ -235,6 +237,8 @@ class Deployment:
     #: threshold HE: the committee members' accounts and key shares (dealt at deployment)
     decryptors: list[LocalAccount] = field(default_factory=list)
     he_shares: list[tuple[ThresholdKey, KeyShare]] = field(default_factory=list)
+    #: the fault-proof games (``dispute`` fault-proof or both), else None
+    games: FaultGamesContract | None = None
 
     def store_for(self, address: str) -> ContentStore:
         """The store node ``address`` sees: its own plus its peers', or the shared one."""
@@ -353,6 +357,20 @@ class Deployment:
             behaviour=behaviour or self.behaviour(index),
             colluders=self.colluders,
             private=self.private_view(),
+            fault=self.fault_agent(index, behaviour or self.behaviour(index)),
+            dispute=self.cfg.dispute,
+        )
+
+    def fault_agent(self, index: int, behaviour: Behaviour) -> FaultAgent | None:
+        """Aggregator ``index``'s side of the fault-proof games (None under PBFT only)."""
+        if self.games is None:
+            return None
+        return FaultAgent(
+            self.games,
+            self.agg_accounts[index],
+            window=self.cfg.challenge_window,
+            claim_bond=CLAIM_BOND,
+            challenger=behaviour.challenger,
         )
 
     def make_oracle(self) -> AggregatorNode:
@@ -523,6 +541,12 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
         task.register_client(holder)  # it signs its decryption records as the task's client
     for acct in decryptors:
         task.register_client(acct)  # each member signs its decryption-share records
+    games = None
+    if cfg.dispute != "pbft":
+        one_step = OneStepContract.deploy(chain, deployer)
+        games = FaultGamesContract.deploy(
+            chain, deployer, one_step.address, game_clock(cfg), CHALLENGE_BOND
+        )
     return Deployment(
         cfg=cfg,
         scenario=scenario,
@@ -544,4 +568,17 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
         he_private_key=he_private_key,
         decryptors=decryptors,
         he_shares=he_shares,
+        games=games,
     )
+
+
+#: Fault-proof bonds (wei): a claim's bond pays its refuter, a challenge's bond pays an
+#: honest submitter for answering (docs/fault-proof.md "Bonds must cover the honest side's
+#: gas"; the embedded chain's gas price makes these generous).
+CLAIM_BOND = WEI_PER_ETH // 10
+CHALLENGE_BOND = WEI_PER_ETH // 100
+
+
+def game_clock(cfg: DemoConfig) -> int:
+    """Each side's chess-clock budget in blocks: the challenge window, at least 4."""
+    return max(4, cfg.challenge_window)

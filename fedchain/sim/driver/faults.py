@@ -168,6 +168,8 @@ class FaultLog:
                 held=ev.detail["held"],
                 updates=ev.detail["updates"],
             )
+        elif ev.action.startswith("game-"):
+            self._game(name, ev)
         elif ev.action == "challenge":
             rec = self.attempt(ev.round, ev.detail["attempt"])
             rec["challenges"].append(
@@ -188,6 +190,24 @@ class FaultLog:
             self.events.emit(
                 "phase", round=ev.round, attempt=ev.detail["attempt"], phase="disputed"
             )
+
+    def _game(self, name: str, ev: AggregatorEvent) -> None:
+        """A fault-proof move (docs/fault-proof.md): one ``game_move`` event per transaction,
+        kept per attempt (``games``) with its gas."""
+        move = ev.action.removeprefix("game-")
+        if move == "open":
+            return  # the openLeaf / openDescent transaction itself follows as a move
+        attempt = int(ev.detail.get("attempt", 0))
+        rec = self.attempt(ev.round, attempt)
+        entry = {
+            "player": name,
+            "move": move,
+            "id": ev.detail.get("id"),
+            "role": ev.detail.get("role"),
+            "gas": ev.detail.get("gas"),
+        }
+        rec.setdefault("games", []).append(entry)
+        self.events.emit("game_move", round=ev.round, attempt=attempt, **entry)
 
     def equivocation(self, round_: int, offender: str, reporter: str, kind: str, gas: int) -> None:
         """An equivocating member was slashed on a replica's recorded evidence."""
