@@ -130,6 +130,7 @@ class Demo:
         self.faults = FaultLog(
             self.task, self.store, d.make_oracle(), self.names, self.events, self.clock
         )
+        self.faults.games = d.games
         net = self.scenario.pbft
         self.committee = Committee(
             self.agg_accounts,

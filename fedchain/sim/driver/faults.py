@@ -48,6 +48,8 @@ class FaultLog:
         self.privacy_notes: dict[int, dict[str, Any]] = {}
         self.selections: dict[int, dict[str, Any]] = {}
         self._attesting: set[int] = set()
+        #: the fault-proof games contract (``--dispute fault-proof|both``), read for claims
+        self.games: Any = None
 
     def attempt(self, round_: int, attempt: int) -> dict[str, Any]:
         return self.attempts.setdefault(
@@ -110,6 +112,8 @@ class FaultLog:
                 excluded=ev.detail["excluded"],
                 gas_submit=ev.detail["gas"],
             )
+            if "claim" in ev.detail:
+                rec["claim"] = ev.detail["claim"]
             self.events.emit(
                 "aggregate_submitted",
                 round=ev.round,
@@ -251,6 +255,10 @@ class FaultLog:
                 + (rec.get("gas_expire") or 0)
             )
             rec["rejected"] = any(d.get("verdict") == "faulty" for d in rec["disputes"])
+            if "claim" in rec and self.games is not None:
+                rec["claim_refuted"] = bool(self.games.view("refuted", rec["claim"]))
+            if rec.get("games"):
+                rec["game_gas"] = sum(m.get("gas") or 0 for m in rec["games"])
             out.append(rec)
         return out
 
@@ -293,6 +301,18 @@ def fault_summary(
         "detection_blocks_mean": mean_or_none(detect_blocks),
         "detection_seconds_mean": mean_or_none(detect_seconds),
         "dispute_gas_total": sum(a["dispute_gas"] for a in attempts),
+        # the fault proof (docs/fault-proof.md): claims refuted by a one-step proof, the
+        # honest claims among them (must be 0), every game transaction's gas
+        "claims": sum(1 for a in attempts if "claim" in a),
+        "claims_refuted": sum(1 for a in attempts if a.get("claim_refuted")),
+        "honest_claims_refuted": sum(
+            1 for a in attempts if a.get("claim_refuted") and not a.get("faulty")
+        ),
+        "faulty_claims_unrefuted": sum(
+            1 for a in submitted_faulty if "claim" in a and not a.get("claim_refuted")
+        ),
+        "game_moves": sum(len(a.get("games", [])) for a in attempts),
+        "game_gas_total": sum(a.get("game_gas", 0) for a in attempts),
         "crashes": crashes,
         "equivocations": equivocations or [],
     }
