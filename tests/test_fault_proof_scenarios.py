@@ -7,6 +7,8 @@ aggregator nodes post their claims before submitting and play every move unatten
 
 from __future__ import annotations
 
+import re
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -19,20 +21,34 @@ from fedchain.sim.scenario import load_scenario
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 
 
-def _run(name: str, tmp_path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+Run = tuple[dict[str, Any], list[dict[str, Any]], Path]
+
+
+def _run(name: str, out: Path) -> Run:
     scenario = load_scenario(SCENARIOS / f"{name}.toml")
-    scenario.config.out = str(tmp_path)
+    scenario.config.out = str(out)
     summary = run_scenario(scenario).summary
-    (log,) = list(tmp_path.glob(f"*{name}/events.jsonl"))
-    return summary, read_events(log)
+    (log,) = list(out.glob(f"*{name}/events.jsonl"))
+    return summary, read_events(log), log.parent
+
+
+@pytest.fixture(scope="module")
+def n4_f3(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """collusion-n4-f3-fault-proof, run once for the module."""
+    return _run("collusion-n4-f3-fault-proof", tmp_path_factory.mktemp("n4f3"))
 
 
 @pytest.mark.parametrize(
     "name",
     ["collusion-n4-f3-fault-proof", "collusion-n7-f6-fault-proof", "mixed-n4-f3-fault-proof"],
 )
-def test_one_honest_aggregator_refutes_every_faulty_claim(name: str, tmp_path: Path) -> None:
-    summary, events = _run(name, tmp_path)
+def test_one_honest_aggregator_refutes_every_faulty_claim(
+    name: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if name == "collusion-n4-f3-fault-proof":
+        summary, events, _ = request.getfixturevalue("n4_f3")
+    else:
+        summary, events, _ = _run(name, tmp_path)
     faults = summary["faults"]
     byzantine = {f"aggregator-{i}" for i in summary["scenario"]["byzantine_aggregators"]}
     # every submission carried a claim; every faulty one was refuted by a one-step proof,
@@ -48,3 +64,29 @@ def test_one_honest_aggregator_refutes_every_faulty_claim(name: str, tmp_path: P
     assert {m["player"] for m in moves if m["role"] == "challenger"}.isdisjoint(byzantine)
     assert all(m["gas"] > 0 for m in moves)
     assert faults["game_gas_total"] == sum(m["gas"] for m in moves)
+
+
+def test_the_dashboard_shows_each_games_moves(n4_f3: Run) -> None:
+    """The real dashboard server renders every move of every game, in order, with its gas,
+    and marks the refuted claims."""
+    from tests.dashboard_support import DashboardProcess
+
+    _, events, run_dir = n4_f3
+    moves = [e for e in events if e["kind"] == "game_move"]
+    dash = DashboardProcess(run_dir.parent)
+    try:
+        with urllib.request.urlopen(dash.url + "view/" + run_dir.name, timeout=30) as resp:
+            html = resp.read().decode()
+    finally:
+        dash.stop()
+    assert "Fault-proof games" in html
+    section = html[html.index("Fault-proof games") :]
+    for r in {m["round"] for m in moves}:
+        block = re.search(rf'<div class="game" data-round="{r}".*?</table>', section, re.S)
+        assert block is not None
+        shown = re.findall(r'<tr data-move="([^"]+)">', block.group(0))
+        assert shown == [m["move"] for m in moves if m["round"] == r]
+        assert "refuted by a one-step proof" in block.group(0)
+        for m in moves:
+            if m["round"] == r:
+                assert f"{m['gas']:,}" in block.group(0)
