@@ -152,10 +152,13 @@ class AggregatorNode:
         if round_ == 0:  # task not started
             return []
         phase = task.phase(round_)
-        games = self._play_games() if self.fault is not None else []
+        events = self._phase_step(round_, phase)
+        if self.fault is not None:  # after the phase's work: its deadlines are the tighter
+            events += self._play_games()
+        return events
+
+    def _phase_step(self, round_: int, phase: Phase) -> list[AggregatorEvent]:
         try:
-            if games:
-                return games  # one block's worth: the games first
             if phase == Phase.COLLECTING:
                 return self._on_collecting(round_)
             if phase == Phase.ATTESTING:
@@ -281,6 +284,9 @@ class AggregatorNode:
                 committee = self.task.aggregators()
                 self.store.push(publication.payload, [committee[i] for i in publication.push_to])
         self._crash_here("after-publish", round_)
+        if self.fault is not None and self.chain.block_number() + 2 > chosen.deadline_block:
+            # the claim and the submission are two transactions: no time left for both
+            return [AggregatorEvent(round_, "claim-too-late", {"attempt": chosen.attempt})]
         claim = self._claim(round_, chosen.attempt, inputs, result, publication.payload)
         with self.clock.phase(round_, "submit"):
             return self._try(

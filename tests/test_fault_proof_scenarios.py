@@ -90,3 +90,27 @@ def test_the_dashboard_shows_each_games_moves(n4_f3: Run) -> None:
         for m in moves:
             if m["round"] == r:
                 assert f"{m['gas']:,}" in block.group(0)
+
+
+def test_a_frivolous_challenger_loses_against_an_honest_node(tmp_path: Path) -> None:
+    """agg-frivolous-challenger with the fault proof: the frivolous member opens a leaf game
+    on an honest claim; the honest submitter's node reveals the leaf, the challenger has no
+    step to prove and the submitter takes its bond by ``timeout``. Nothing honest is refuted
+    and every round is finalized."""
+    scenario = load_scenario(SCENARIOS / "agg-frivolous-challenger.toml")
+    scenario.config.dispute = "fault-proof"
+    scenario.config.out = str(tmp_path)
+    summary = run_scenario(scenario).summary
+    (log,) = list(tmp_path.glob("*agg-frivolous-challenger/events.jsonl"))
+    moves = [e for e in read_events(log) if e["kind"] == "game_move"]
+    opened = [m for m in moves if m["move"] == "openLeaf"]
+    assert opened and {m["player"] for m in opened} == {"aggregator-1"}
+    assert not any(m["move"] == "prove" for m in moves)
+    for game in opened:  # each frivolous game: revealed, then won by its submitter
+        answered = [m for m in moves if m["round"] == game["round"] and m["role"] == "submitter"]
+        assert [m["move"] for m in answered][-1] == "revealLeaf"
+        timeouts = [m for m in moves if m["round"] == game["round"] and m["move"] == "timeout"]
+        assert timeouts and timeouts[0]["player"] != "aggregator-1"
+    faults = summary["faults"]
+    assert faults["claims_refuted"] == 0 and faults["faulty_aggregates"] == 0
+    assert summary["all_rounds_finalized"]
