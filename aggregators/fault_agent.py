@@ -22,8 +22,9 @@ unavailable or invalid is excluded, its row the zero vector) and the registered 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 from eth_account.signers.local import LocalAccount
@@ -178,18 +179,49 @@ class FaultAgent:
 
     # -- the loop --------------------------------------------------------------------------
 
-    def play(self) -> list[GameMove]:
-        """Every move due now on every game of this agent; returns the moves made since the
-        last call (claims and openings included)."""
+    def play(self, limit: int | None = None) -> list[GameMove]:
+        """Every move due now on every game of this agent (at most ``limit`` transactions:
+        on a chain that mines a block per transaction, each one spends a block of everyone's
+        windows); returns the moves made since the last call (claims and openings included)."""
+        budget = limit
         for key, player in list(self.players.items()):
+            if budget is not None and budget <= 0:
+                break
+            start = len(player.log)
+
+            room = partial(_room, player, start, budget)
+            done = False
             try:
-                player.play()
-                player.withdraw()
+                player.play(budget)
+                if room():
+                    done = self._settle(player, room)
+                if room():
+                    player.withdraw()
+                done = done and int(self.games.view("credits", self.account.address)) == 0
             except FedchainError as exc:  # a move refused (e.g. raced): try next block
                 self.moves.append(GameMove(key[0], key[1], f"refused:{exc}", -1, 0, "-"))
+            if budget is not None:
+                budget -= len(player.log) - start
             self._drain(key)
+            if done:  # nothing can change on its claims any more: stop polling them
+                del self.players[key]
         new, self._returned = self.moves[self._returned :], len(self.moves)
         return new
+
+    def _settle(self, player: FaultPlayer, room: Callable[[], bool]) -> bool:
+        """Release this agent's settled, unrefuted claims (the bond comes back as credit);
+        True once nothing can change on the player's claims any more."""
+        block = self.games.chain.block_number() + 1  # the block a transaction lands in
+        done = True
+        for cid in sorted(set(player.claimed) | player.watched):
+            c = self.games.view("claim", cid)
+            window_end, open_games, refuted, released = int(c[5]), int(c[6]), c[8], c[9]
+            closed = open_games == 0 and (refuted or block > window_end)
+            if closed and cid in player.claimed and not refuted and not released and room():
+                player._tx("release", cid)
+                released = True
+            done &= closed and (refuted or released or cid not in player.claimed)
+        return done
 
     def refuted(self, claim_id: int) -> bool:
         return bool(self.games.view("refuted", claim_id))
@@ -207,3 +239,8 @@ class FaultAgent:
                 ref = self.claims.get(key, ref)
             self.moves.append(GameMove(key[0], key[1], name, ref, gas, role))
         self._logged[key] = len(player.log)
+
+
+def _room(player: FaultPlayer, start: int, budget: int | None) -> bool:
+    """May ``player`` send one more transaction within ``budget`` (counted from ``start``)?"""
+    return budget is None or len(player.log) - start < budget

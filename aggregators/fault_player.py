@@ -180,8 +180,9 @@ class FaultPlayer:
 
     # -- the loop --------------------------------------------------------------------------
 
-    def play(self) -> int:
-        """Make every move due now on this player's claims and games; returns how many."""
+    def play(self, limit: int | None = None) -> int:
+        """Make every move due now on this player's claims and games (at most ``limit``);
+        returns how many."""
         made = 0
         gid = 0
         block = self.games.chain.block_number() + 1  # the block a transaction lands in
@@ -194,6 +195,8 @@ class FaultPlayer:
             if int(g[3]) == OVER:
                 continue
             made += self._play_game(gid - 1, g, block)
+            if limit is not None and made >= limit:
+                break
         return made
 
     def _play_game(self, gid: int, g: Any, block: int) -> int:

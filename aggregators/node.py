@@ -153,8 +153,11 @@ class AggregatorNode:
             return []
         phase = task.phase(round_)
         events = self._phase_step(round_, phase)
-        if self.fault is not None:  # after the phase's work: its deadlines are the tighter
-            events += self._play_games()
+        if self.fault is not None and not events:
+            # after the phase's work (its deadlines are the tighter), one game transaction per
+            # step: every transaction spends a block of everyone's windows, so the nodes take
+            # turns instead of one node's game moves running out the others' attest window
+            events = self._play_games()
         return events
 
     def _phase_step(self, round_: int, phase: Phase) -> list[AggregatorEvent]:
@@ -447,7 +450,7 @@ class AggregatorNode:
                 f"game-{m.move}",
                 {"attempt": m.attempt, "id": m.ref, "gas": m.gas, "role": m.role},
             )
-            for m in self.fault.play()
+            for m in self.fault.play(limit=1)
         ]
 
     # -- computation -----------------------------------------------------------------------

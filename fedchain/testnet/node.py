@@ -169,12 +169,12 @@ class NodeProcess:
             return None
         from adapters.faultproof import FaultGamesContract
         from aggregators.fault_agent import FaultAgent
-        from fedchain.sim.driver.deployment import CLAIM_BOND
+        from fedchain.sim.driver.deployment import CLAIM_BOND, claim_window
 
         return FaultAgent(
             FaultGamesContract(self.chain, address),
             self.account,
-            window=self.cfg.challenge_window,
+            window=claim_window(self.cfg),
             claim_bond=CLAIM_BOND,
             challenger=behaviour.challenger,
         )

@@ -368,7 +368,7 @@ class Deployment:
         return FaultAgent(
             self.games,
             self.agg_accounts[index],
-            window=self.cfg.challenge_window,
+            window=claim_window(self.cfg),
             claim_bond=CLAIM_BOND,
             challenger=behaviour.challenger,
         )
@@ -580,5 +580,14 @@ CHALLENGE_BOND = WEI_PER_ETH // 100
 
 
 def game_clock(cfg: DemoConfig) -> int:
-    """Each side's chess-clock budget in blocks: the challenge window, at least 4."""
-    return max(4, cfg.challenge_window)
+    """Each side's chess-clock budget in blocks: the challenge window, and at least two
+    blocks per committee member (on a chain that mines a block per transaction, every other
+    member's transaction between two of a player's turns spends one of its blocks)."""
+    return max(4, cfg.challenge_window, 2 * cfg.aggregators)
+
+
+def claim_window(cfg: DemoConfig) -> int:
+    """Blocks a claim may be challenged: the challenge window, and at least two blocks per
+    committee member (see :func:`game_clock`): a member that disagrees must be able to open
+    its game after the others' transactions of the same blocks."""
+    return max(cfg.challenge_window, 2 * cfg.aggregators)
