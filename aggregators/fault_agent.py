@@ -143,6 +143,10 @@ class FaultAgent:
         )
         return None if not logs else int.from_bytes(bytes(logs[-1].topics[1]), "big")
 
+    def claimed_root(self, claim_id: int) -> bytes:
+        """The new state root claim ``claim_id`` commits to."""
+        return bytes(self.games.view("claim", claim_id)[13])
+
     def watch(
         self,
         round_: int,

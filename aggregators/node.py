@@ -27,7 +27,7 @@ block (``b + 1`` on an automining chain). So the node submits or challenges only
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from eth_account.signers.local import LocalAccount
@@ -132,6 +132,10 @@ class AggregatorNode:
         #: the fault-proof side (``dispute`` fault-proof or both), else None
         self.fault = fault
         self.dispute = dispute
+        #: submissions whose claim a game settles (fault-proof mode: no PBFT challenge); a
+        #: submission without a claim, or whose bytes differ from an honest claim's, is
+        #: still challenged through PBFT
+        self.covered: set[tuple[int, int]] = set()
         self.verifications: dict[tuple[int, int], Verification] = {}
         self.withheld: set[tuple[int, int]] = set()
         self.challenged: set[tuple[int, int]] = set()
@@ -363,8 +367,11 @@ class AggregatorNode:
     def wants_to_challenge(self, verification: Verification) -> bool:
         """Honest nodes challenge exactly the aggregates they could not reproduce."""
         mode = self.behaviour.challenger
-        if mode == "never" or self.dispute == "fault-proof":  # the games replace the vote
+        if mode == "never":
             return False
+        key = (verification.round, verification.attempt)
+        if self.dispute == "fault-proof" and key in self.covered:
+            return False  # the game replaces the vote
         if mode == "frivolous":
             return verification.agrees
         if self.behaviour.pbft == "colluding" and verification.submitter in self.colluders:
@@ -422,10 +429,22 @@ class AggregatorNode:
         if cid is None:
             return []
         result, inputs = self.compute(round_)
+        events: list[AggregatorEvent] = []
+        if known.submitted == known.expected and not known.available:
+            # the honest aggregate's bytes, withheld by their submitter: this node computed
+            # the same bytes (content addressing), so it serves them itself
+            with self.clock.phase(round_, "publish"):
+                self.store.put(result.payload)
+            self.verifications[key] = replace(known, available=True)
+            events.append(AggregatorEvent(round_, "republish", {"digest": known.expected.hex()}))
         view = self._fault_view(round_, inputs, result)
         if view is None:
             self.fault.watched.add(key)
-            return []
+            return events
+        if known.submitted == known.expected or self.fault.claimed_root(cid) != (
+            view.honest_tree.root
+        ):
+            self.covered.add(key)  # the game settles it (or nothing is wrong): no PBFT vote
         claimed = None
         if known.available:
             try:
@@ -439,8 +458,11 @@ class AggregatorNode:
             attempt = info.submission_attempt
             opened = self.fault.watch(round_, attempt, view, cid, submitter, claimed)
         if not opened:
-            return []
-        return [AggregatorEvent(round_, "game-open", {"claim": cid, "submitter": submitter})]
+            return events
+        return [
+            *events,
+            AggregatorEvent(round_, "game-open", {"claim": cid, "submitter": submitter}),
+        ]
 
     def _play_games(self) -> list[AggregatorEvent]:
         assert self.fault is not None

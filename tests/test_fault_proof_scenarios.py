@@ -114,3 +114,19 @@ def test_a_frivolous_challenger_loses_against_an_honest_node(tmp_path: Path) -> 
     faults = summary["faults"]
     assert faults["claims_refuted"] == 0 and faults["faulty_aggregates"] == 0
     assert summary["all_rounds_finalized"]
+
+
+def test_an_honest_aggregate_withheld_by_its_submitter_is_served_by_the_others(
+    tmp_path: Path,
+) -> None:
+    """agg-unavailable with the fault proof: the claim is the honest state (no game can
+    refute it) but its submitter never publishes the bytes. Every honest member computed the
+    same bytes, so it serves them itself; the round finalizes the honest model. (Before this,
+    nobody challenged in fault-proof mode and the next round could not fetch its model.)"""
+    scenario = load_scenario(SCENARIOS / "agg-unavailable.toml")
+    scenario.config.dispute = "fault-proof"
+    scenario.config.out = str(tmp_path)
+    summary = run_scenario(scenario).summary
+    faults = summary["faults"]
+    assert summary["all_rounds_finalized"] and faults["faulty_finalized"] == 0
+    assert faults["claims_refuted"] == 0 and faults["challenges"] == 0
