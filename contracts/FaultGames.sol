@@ -306,6 +306,28 @@ contract FaultGames is ReentrancyGuardTransient {
         return c.refuted || (block.number > c.windowEnd && c.openGames == 0);
     }
 
+    /// @notice What FedChainTask's hooks read of claim `claimId` (`IFaultGamesHook`), in one
+    ///         call: its submitter, previous and new state roots, number of update records,
+    ///         last block of its game window, and whether it is settled / refuted.
+    function claimHook(uint256 claimId)
+        external
+        view
+        returns (
+            address submitter,
+            bytes32 prevRoot,
+            bytes32 newRoot,
+            uint256 numRecords,
+            uint256 windowEnd,
+            bool isSettled,
+            bool isRefuted
+        )
+    {
+        Claim storage c = _claim(claimId);
+        isRefuted = c.refuted;
+        isSettled = isRefuted || (block.number > c.windowEnd && c.openGames == 0);
+        return (c.submitter, c.prevRoot, c.newRoot, c.numRecords, c.windowEnd, isSettled, isRefuted);
+    }
+
     /// @notice Whether the claim was refuted.
     function refuted(uint256 claimId) external view returns (bool) {
         return _claim(claimId).refuted;

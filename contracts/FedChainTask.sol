@@ -8,7 +8,7 @@ import {Availability} from "./lib/Availability.sol";
 import {ClientRecords} from "./lib/ClientRecords.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {EquivocationEvidence} from "./lib/EquivocationEvidence.sol";
-import {FedChainTaskStorage} from "./FedChainTaskStorage.sol";
+import {FedChainTaskStorage, IFaultGamesHook} from "./FedChainTaskStorage.sol";
 import {TaskDisputes} from "./TaskDisputes.sol";
 
 /// @title FedChainTask
@@ -422,27 +422,11 @@ contract FedChainTask is FedChainTaskStorage {
     ///         `aggregateBond`. Opens the challenge window until submitBlock + challengeWindow.
     /// @param round Must be the current round, with collection closed.
     /// @param digest SHA-256 of the canonical bytes of the new global model (non-zero).
+    ///      On a fault-proof task (`setFaultGames`) use `submitAggregateWithClaim`.
     function submitAggregate(uint256 round, bytes32 digest) external payable {
-        RoundState storage rs = _currentRoundState(round);
-        // INVARIANT: aggregation starts only once the included set is fixed.
-        _requireAggregating(round, rs);
-        // INVARIANT: one aggregate per attempt.
-        if (rs.status != Phase.Pending) revert AggregateAlreadySubmitted(round, rs.attempt);
-        (address chosen, uint256 chosenIndex, uint256 deadline) = _chosen(round, rs);
-        // INVARIANT: only the aggregator the contract chose for this attempt may submit.
-        if (msg.sender != chosen) revert NotChosenAggregator(msg.sender, chosen);
-        // INVARIANT: the chosen aggregator's slot ends at its deadline (inclusive).
-        if (block.number > deadline) revert SubmitDeadlinePassed(round, rs.attempt, deadline);
-        // INVARIANT: every aggregate is backed by exactly the configured bond.
-        if (msg.value != _aggregateBond) revert WrongValue(_aggregateBond, msg.value);
-        // INVARIANT: the aggregate is content-addressed.
-        if (digest == bytes32(0)) revert ZeroDigest();
-
-        rs.status = Phase.Submitted;
-        rs.aggregatorIndex = uint8(chosenIndex);
-        rs.submitBlock = _blockNow();
-        rs.aggregateDigest = digest;
-        emit AggregateSubmitted(round, rs.attempt, msg.sender, digest, block.number + _challengeWindow);
+        // INVARIANT: a fault-proof task's aggregates are all bound to a claim.
+        if (address(_faultGames) != address(0)) revert ClaimRequired(round);
+        _submitAggregate(round, digest);
     }
 
     /// @notice Moves `round` to its next attempt after the chosen aggregator missed its
@@ -489,6 +473,18 @@ contract FedChainTask is FedChainTaskStorage {
         // INVARIANT: challenges are allowed iff block.number <= challengeDeadline, so
         // finalization waits until the window has fully passed.
         if (block.number <= challengeDeadline) revert ChallengeWindowOpen(round, challengeDeadline);
+        IFaultGamesHook games = _faultGames;
+        if (address(games) != address(0)) {
+            uint256 claimId = (_boundClaims[round][rs.attempt] >> 192) - 1;
+            // One view answers every hook; finalize needs three of its fields.
+            // slither-disable-next-line unused-return
+            (,, bytes32 newRoot,,, bool isSettled, bool isRefuted) = games.claimHook(claimId);
+            // INVARIANT: an aggregate is final only once no game on its claim can refute it.
+            if (!isSettled) revert ClaimUnsettled(round, claimId);
+            // INVARIANT: a refuted aggregate is never finalized (`rejectRefuted` discards it).
+            if (isRefuted) revert AggregateRefuted(round, claimId);
+            _stateRoots[round] = newRoot;
+        }
 
         bytes32 digest = rs.aggregateDigest;
         address aggregator = _aggregators[rs.aggregatorIndex];
@@ -511,6 +507,8 @@ contract FedChainTask is FedChainTaskStorage {
         // is skipped (a closed collection always leads to an aggregate or an attempt).
         if (rs.closeBlock != 0 || block.number <= timeoutBlock) revert CollectionNotTimedOut(round, timeoutBlock);
         bytes32 digest = round == 1 ? _initialModelDigest : _rounds[round - 1].aggregateDigest;
+        // the state is carried forward, so is its chunk root (fault-proof tasks)
+        if (address(_faultGames) != address(0)) _stateRoots[round] = _stateRoots[round - 1];
         rs.status = Phase.Finalized;
         rs.aggregateDigest = digest;
         emit RoundSkipped(round, rs.updateCount, digest);
@@ -639,6 +637,75 @@ contract FedChainTask is FedChainTaskStorage {
     ) external {
         (kind, viewNumber, seq, a, b); // forwarded in msg.data
         _delegateToDisputes();
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Fault-proof hooks (issue 22; docs/fault-proof.md): run in TaskDisputes as well
+    // ------------------------------------------------------------------------------------
+
+    /// @notice Binds this task to the fault-proof games of `games` (a `FaultGames`
+    ///         contract): from then on every aggregate is submitted with the submitter's claim
+    ///         (`submitAggregateWithClaim`), `finalize` waits until that claim is settled and
+    ///         refuses a refuted one. `initialStateRoot` is the chunk root (protocol/merkle.py)
+    ///         of the initial state, the previous root of round 1's claims. Owner only, once,
+    ///         before `start` (a task without it is PBFT only).
+    function setFaultGames(address games, bytes32 initialStateRoot) external {
+        (games, initialStateRoot); // forwarded in msg.data
+        _delegateToDisputes();
+    }
+
+    /// @notice `submitAggregate` on a fault-proof task: also binds FaultGames claim `claimId`,
+    ///         which must be the caller's, start from the last finalized state root, cover
+    ///         the round's registered updates, keep its game window open at least until the
+    ///         challenge deadline, and not be refuted.
+    function submitAggregateWithClaim(uint256 round, bytes32 digest, uint256 claimId) external payable {
+        (round, digest, claimId); // forwarded in msg.data
+        _delegateToDisputes();
+    }
+
+    /// @notice Discards the submitted (or disputed) aggregate of `round` whose claim was
+    ///         refuted in FaultGames, like a faulty verdict: the submitter loses its stake and
+    ///         the aggregate bond (half credited to the caller, half burned), an open PBFT
+    ///         challenge gets its bond back, and the round re-opens at attempt + 1. Anyone.
+    function rejectRefuted(uint256 round) external {
+        (round); // forwarded in msg.data
+        _delegateToDisputes();
+    }
+
+    /// @notice Slashes every (not yet slashed) signer of a commit certificate that called the
+    ///         aggregate of (`round`, `attempt`) "not faulty" while the FaultGames claim bound
+    ///         to it was refuted: the one-step proof contradicts what they signed. The caller
+    ///         is credited half of the slashed stakes, the rest is burned. Anyone.
+    /// @param aggregateDigest The digest the certificate names (the submission's).
+    /// @param signatures At least commitQuorum() valid signatures over
+    ///        `verdictDigest(round, attempt, aggregateDigest, false, viewNumber)`, sorted by
+    ///        signer address (slashed signers included).
+    function slashRefutedCertificate(
+        uint256 round,
+        uint256 attempt,
+        bytes32 aggregateDigest,
+        uint256 viewNumber,
+        bytes[] calldata signatures
+    ) external {
+        (round, attempt, aggregateDigest, viewNumber, signatures); // forwarded in msg.data
+        _delegateToDisputes();
+    }
+
+    /// @notice The FaultGames contract this task is bound to (address(0): PBFT only).
+    function faultGames() external view returns (address) {
+        return address(_faultGames);
+    }
+
+    /// @notice The FaultGames claim bound to the submission of (`round`, `attempt`).
+    function claimOf(uint256 round, uint256 attempt) external view returns (bool bound, uint256 claimId) {
+        uint256 packed = _boundClaims[round][attempt];
+        return packed == 0 ? (false, 0) : (true, (packed >> 192) - 1);
+    }
+
+    /// @notice Chunk root of the state finalized by `round` (round 0: the initial state);
+    ///         zero before then, and on PBFT-only tasks.
+    function stateRoot(uint256 round) external view returns (bytes32) {
+        return _stateRoots[round];
     }
 
     /// @dev Runs this call (same calldata, same msg.sender and msg.value) in `_disputes`'s code

@@ -9,6 +9,24 @@ import {Quorums} from "./lib/Quorums.sol";
 import {Rotation} from "./lib/Rotation.sol";
 import {EquivocationEvidence} from "./lib/EquivocationEvidence.sol";
 
+/// @notice What FedChainTask's fault-proof hooks read of a `FaultGames` claim (issue 22).
+interface IFaultGamesHook {
+    /// @notice The claim's submitter, previous and new state chunk roots, number of update
+    ///         records, last block of its game window, and whether it is settled / refuted.
+    function claimHook(uint256 claimId)
+        external
+        view
+        returns (
+            address submitter,
+            bytes32 prevRoot,
+            bytes32 newRoot,
+            uint256 numRecords,
+            uint256 windowEnd,
+            bool isSettled,
+            bool isRefuted
+        );
+}
+
 /// @title FedChainTaskStorage
 /// @notice The state of one FedChainTask, shared by the task and by `TaskDisputes`, the
 ///         module the task runs its dispute path in by DELEGATECALL (so that the task stays
@@ -226,6 +244,28 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     /// @param reason 1 unknown message kind, 2 the two messages do not conflict, 3 they were
     ///        signed by different members.
     error InvalidEvidence(uint8 reason);
+    // fault-proof hooks (issue 22)
+    /// @notice `setFaultGames` after `start`, or a second time.
+    error FaultGamesFixed();
+    /// @notice A fault-proof call on a task without FaultGames (or a zero FaultGames address).
+    error NoFaultGames();
+    /// @notice A fault-proof task's aggregate must be submitted with its claim
+    ///         (`submitAggregateWithClaim`).
+    error ClaimRequired(uint256 round);
+    /// @param reason 1 the claim is another account's, 2 its previous root is not the last
+    ///        finalized state root, 3 it does not cover the round's registered updates, 4 its
+    ///        game window ends before the challenge window, 5 it is already refuted.
+    error ClaimMismatch(uint256 claimId, uint8 reason);
+    /// @notice `finalize` while a game on the submission's claim can still refute it.
+    error ClaimUnsettled(uint256 round, uint256 claimId);
+    /// @notice `finalize` of an aggregate whose claim was refuted (`rejectRefuted` discards it).
+    error AggregateRefuted(uint256 round, uint256 claimId);
+    /// @notice The claim bound to the submission was not refuted.
+    error ClaimNotRefuted(uint256 round, uint256 claimId);
+    /// @notice No claim is bound to (`round`, `attempt`) with the given aggregate digest.
+    error ClaimNotBound(uint256 round, uint256 attempt);
+    /// @notice Every signer of the certificate was already slashed.
+    error CertificateAlreadySlashed(uint256 round, uint256 attempt);
 
     // ------------------------------------------------------------------------------------
     // Events
@@ -299,6 +339,37 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     /// @notice `aggregator` signed two conflicting PBFT messages of `kind` (0 PrePrepare,
     ///         1 Prepare, 2 DisputeVerdict) in view `viewNumber`; `reporter` proved it and was
     ///         credited `reward` (half the stake); the rest (`treasuryAmount`) is burned.
+    /// @notice The task binds its submissions to claims of `faultGames` (fixed before
+    ///         start); `initialStateRoot` is the chunk root of the initial state.
+    event FaultGamesSet(address indexed faultGames, bytes32 initialStateRoot);
+    /// @notice The aggregate of (`round`, `attempt`) was submitted with FaultGames claim
+    ///         `claimId`; `finalize` waits until that claim is settled.
+    event AggregateClaimed(uint256 indexed round, uint256 attempt, uint256 claimId);
+    /// @notice The claim of (`round`, `attempt`) was refuted: the aggregate is discarded, its
+    ///         submitter lost `slashedAmount` (stake + aggregate bond), `reporter` was credited
+    ///         `reward` (half) and `treasuryAmount` was burned; the round re-opens at attempt + 1.
+    event RefutedAggregateRejected(
+        uint256 indexed round,
+        uint256 attempt,
+        uint256 claimId,
+        address indexed reporter,
+        uint256 slashedAmount,
+        uint256 reward,
+        uint256 treasuryAmount
+    );
+    /// @notice A commit certificate called the aggregate of (`round`, `attempt`) "not faulty"
+    ///         while its claim `claimId` was refuted: its `slashedSigners` unslashed signers
+    ///         lost their stakes; `reporter` was credited `reward` (half), the rest burned.
+    event RefutedCertificateSlashed(
+        uint256 indexed round,
+        uint256 attempt,
+        uint256 claimId,
+        uint256 viewNumber,
+        address indexed reporter,
+        uint256 slashedSigners,
+        uint256 reward,
+        uint256 treasuryAmount
+    );
     event EquivocationSlashed(
         address indexed aggregator, uint8 kind, uint256 viewNumber, address indexed reporter, uint256 reward, uint256 treasuryAmount
     );
@@ -419,6 +490,22 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     ///      anyone at its first credit), so that crediting a round's bond rewrites a slot
     ///      instead of creating one.
     mapping(address account => uint256) internal _creditsPlusOne;
+
+    /// @dev FaultGames whose claims this task's submissions are bound to (issue 22);
+    ///      address(0): PBFT only (the default). Set once, before `start` (`setFaultGames`).
+    // Slither's uninitialized-state (FedChainTask analysed on its own): TaskDisputes writes
+    // this and `_boundClaims` (`setFaultGames`, `submitAggregateWithClaim`) in the task's
+    // storage by DELEGATECALL.
+    // slither-disable-next-line uninitialized-state
+    IFaultGamesHook internal _faultGames;
+    /// @dev The claim bound to each submission, by round and attempt: (claimId + 1) << 192 |
+    ///      the low 192 bits of the submitted aggregate digest (0: none). Kept after the
+    ///      submission is discarded, so a certificate about it can still be judged.
+    // slither-disable-next-line uninitialized-state
+    mapping(uint256 round => mapping(uint256 attempt => uint256)) internal _boundClaims;
+    /// @dev Chunk root of the state each round finalized (round 0: the initial state);
+    ///      fault-proof tasks only. A claim's previous root must equal the last one.
+    mapping(uint256 round => bytes32) internal _stateRoots;
 
     /// @param cfg Task parameters (validated by the task's constructor).
     /// @param evidence The task's equivocation-evidence checker.
@@ -541,6 +628,33 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     function _credit(address account, uint256 amount) internal {
         uint256 stored = _creditsPlusOne[account];
         _creditsPlusOne[account] = (stored == 0 ? 1 : stored) + amount;
+    }
+
+    /// @dev `submitAggregate`'s checks and writes (shared with `submitAggregateWithClaim`).
+    // Slither's msg-value-in-nonpayable looks at this abstract base alone: both callers,
+    // FedChainTask.submitAggregate and TaskDisputes.submitAggregateWithClaim, are payable.
+    // slither-disable-next-line msg-value-in-nonpayable
+    function _submitAggregate(uint256 round, bytes32 digest) internal returns (RoundState storage rs) {
+        rs = _currentRoundState(round);
+        // INVARIANT: aggregation starts only once the included set is fixed.
+        _requireAggregating(round, rs);
+        // INVARIANT: one aggregate per attempt.
+        if (rs.status != Phase.Pending) revert AggregateAlreadySubmitted(round, rs.attempt);
+        (address chosen, uint256 chosenIndex, uint256 deadline) = _chosen(round, rs);
+        // INVARIANT: only the aggregator the contract chose for this attempt may submit.
+        if (msg.sender != chosen) revert NotChosenAggregator(msg.sender, chosen);
+        // INVARIANT: the chosen aggregator's slot ends at its deadline (inclusive).
+        if (block.number > deadline) revert SubmitDeadlinePassed(round, rs.attempt, deadline);
+        // INVARIANT: every aggregate is backed by exactly the configured bond.
+        if (msg.value != _aggregateBond) revert WrongValue(_aggregateBond, msg.value);
+        // INVARIANT: the aggregate is content-addressed.
+        if (digest == bytes32(0)) revert ZeroDigest();
+
+        rs.status = Phase.Submitted;
+        rs.aggregatorIndex = uint8(chosenIndex);
+        rs.submitBlock = _blockNow();
+        rs.aggregateDigest = digest;
+        emit AggregateSubmitted(round, rs.attempt, msg.sender, digest, block.number + _challengeWindow);
     }
 
     /// @dev EIP-712 digest of a committee verdict (see `FedChainTask.verdictDigest`).

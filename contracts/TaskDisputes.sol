@@ -4,7 +4,7 @@ pragma solidity ^0.8.24;
 import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {Quorums} from "./lib/Quorums.sol";
 import {EquivocationEvidence} from "./lib/EquivocationEvidence.sol";
-import {FedChainTaskStorage} from "./FedChainTaskStorage.sol";
+import {FedChainTaskStorage, IFaultGamesHook} from "./FedChainTaskStorage.sol";
 
 /// @title TaskDisputes
 /// @notice The dispute path of a FedChainTask (`challenge`, `resolveDispute`,
@@ -164,6 +164,166 @@ contract TaskDisputes is FedChainTaskStorage {
         _credit(_BURN, amount - reward);
         emit Slashed(signer, amount);
         emit EquivocationSlashed(signer, kind, viewNumber, msg.sender, reward, amount - reward);
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Fault-proof hooks (issue 22)
+    // ------------------------------------------------------------------------------------
+
+    /// @notice Body of `FedChainTask.setFaultGames` (see its NatSpec), run by DELEGATECALL.
+    function setFaultGames(address games, bytes32 initialStateRoot) external onlyOwner onlyDelegated {
+        // INVARIANT: the dispute mode is fixed before the task starts and never changes.
+        if (_started || address(_faultGames) != address(0)) revert FaultGamesFixed();
+        // INVARIANT: a fault-proof task names a games contract.
+        if (games == address(0)) revert NoFaultGames();
+        _faultGames = IFaultGamesHook(games);
+        _stateRoots[0] = initialStateRoot;
+        emit FaultGamesSet(games, initialStateRoot);
+    }
+
+    /// @notice Body of `FedChainTask.submitAggregateWithClaim` (see its NatSpec), run by
+    ///         DELEGATECALL.
+    function submitAggregateWithClaim(uint256 round, bytes32 digest, uint256 claimId)
+        external
+        payable
+        onlyDelegated
+    {
+        IFaultGamesHook games = _faultGames;
+        // INVARIANT: claims are bound on fault-proof tasks only.
+        if (address(games) == address(0)) revert NoFaultGames();
+        RoundState storage rs = _currentRoundState(round);
+        // One view answers every hook; binding needs all but the new root and `settled`.
+        // slither-disable-next-line unused-return
+        (address submitter, bytes32 prevRoot,, uint256 numRecords, uint256 windowEnd,, bool isRefuted) =
+            games.claimHook(claimId);
+        // INVARIANT: a claim binds its own submitter only.
+        if (submitter != msg.sender) revert ClaimMismatch(claimId, 1);
+        // INVARIANT: a claim starts from the last finalized state.
+        if (prevRoot != _stateRoots[round - 1]) revert ClaimMismatch(claimId, 2);
+        // INVARIANT: a claim covers every update registered for the round.
+        if (numRecords != rs.updateCount) revert ClaimMismatch(claimId, 3);
+        // INVARIANT: games on the claim can be opened at least until the challenge deadline.
+        if (windowEnd < block.number + _challengeWindow) revert ClaimMismatch(claimId, 4);
+        // INVARIANT: a refuted claim backs no aggregate.
+        if (isRefuted) revert ClaimMismatch(claimId, 5);
+        rs = _submitAggregate(round, digest);
+        uint256 attempt = rs.attempt;
+        _boundClaims[round][attempt] = ((claimId + 1) << 192) | uint192(uint256(digest));
+        emit AggregateClaimed(round, attempt, claimId);
+    }
+
+    /// @notice Body of `FedChainTask.rejectRefuted` (see its NatSpec), run by DELEGATECALL.
+    function rejectRefuted(uint256 round) external onlyDelegated {
+        RoundState storage rs = _currentRoundState(round);
+        Phase status = rs.status;
+        // INVARIANT: only a standing submission can be discarded.
+        if (status != Phase.Submitted && status != Phase.Disputed) revert NoAggregateSubmitted(round);
+        uint32 attempt = rs.attempt;
+        uint256 claimId = _boundClaimId(round, attempt);
+        // One view answers every hook; only `refuted` matters here.
+        // slither-disable-next-line unused-return
+        (,,,,,, bool isRefuted) = _faultGames.claimHook(claimId);
+        // INVARIANT: only a refuted claim discards its aggregate here.
+        if (!isRefuted) revert ClaimNotRefuted(round, claimId);
+
+        address challenger = rs.challenger;
+        address submitter = _aggregators[rs.aggregatorIndex];
+        AggregatorState storage sub = _aggregatorState[submitter];
+        uint256 slashedAmount = sub.stake + _aggregateBond;
+        uint256 reward = slashedAmount / 2;
+        sub.stake = 0;
+        sub.slashed = true;
+        rs.challenger = address(0);
+        rs.challengeBlock = 0;
+        // INVARIANT: a refuted aggregate never counts; the next attempt starts now.
+        _reopen(rs);
+        // an open PBFT challenge was right: its bond comes back
+        if (status == Phase.Disputed) _credit(challenger, _challengeBond);
+        _credit(msg.sender, reward);
+        _credit(_BURN, slashedAmount - reward);
+        emit Slashed(submitter, slashedAmount);
+        emit RefutedAggregateRejected(round, attempt, claimId, msg.sender, slashedAmount, reward, slashedAmount - reward);
+    }
+
+    /// @notice Body of `FedChainTask.slashRefutedCertificate` (see its NatSpec), run by
+    ///         DELEGATECALL.
+    function slashRefutedCertificate(
+        uint256 round,
+        uint256 attempt,
+        bytes32 aggregateDigest,
+        uint256 viewNumber,
+        bytes[] calldata signatures
+    ) external onlyDelegated {
+        uint256 packed = _boundClaims[round][attempt];
+        // INVARIANT: only a certificate about a claimed submission, naming its digest, counts.
+        if (packed == 0 || uint192(packed) != uint192(uint256(aggregateDigest))) {
+            revert ClaimNotBound(round, attempt);
+        }
+        uint256 claimId = (packed >> 192) - 1;
+        // One view answers every hook; only `refuted` matters here.
+        // slither-disable-next-line unused-return
+        (,,,,,, bool isRefuted) = _faultGames.claimHook(claimId);
+        // INVARIANT: signers are slashed only when the one-step proof contradicts them.
+        if (!isRefuted) revert ClaimNotRefuted(round, claimId);
+        (uint256 total, uint256 slashedSigners) =
+            _slashSigners(_verdictDigest(round, attempt, aggregateDigest, false, viewNumber), signatures);
+        // INVARIANT: a certificate slashes once.
+        if (slashedSigners == 0) revert CertificateAlreadySlashed(round, attempt);
+        uint256 reward = total / 2;
+        _credit(msg.sender, reward);
+        _credit(_BURN, total - reward);
+        emit RefutedCertificateSlashed(
+            round, attempt, claimId, viewNumber, msg.sender, slashedSigners, reward, total - reward
+        );
+    }
+
+    /// @dev Slashes every not yet slashed signer of `signatures` over `digest` (at least
+    ///      commitQuorum() valid signatures by committee members in increasing address order,
+    ///      slashed ones included); returns the stakes taken and how many were slashed.
+    function _slashSigners(bytes32 digest, bytes[] calldata signatures)
+        private
+        returns (uint256 total, uint256 slashedSigners)
+    {
+        uint256 count = signatures.length;
+        uint256 quorum = Quorums.commitQuorum(_committeeSize);
+        // INVARIANT: a certificate carries at least n - f member signatures (slashed signers
+        // count here: they signed it).
+        if (count < quorum) revert QuorumNotReached(count, quorum);
+        address previous = address(0);
+        for (uint256 i = 0; i < count; ++i) {
+            // The third return value (the error's argument) adds nothing to `err`.
+            // slither-disable-next-line unused-return
+            (address signer, ECDSA.RecoverError err,) = ECDSA.tryRecoverCalldata(digest, signatures[i]);
+            // INVARIANT: only well-formed, non-malleable signatures count.
+            if (err != ECDSA.RecoverError.NoError) revert InvalidSignature(i, uint8(err));
+            AggregatorState storage info = _aggregatorState[signer];
+            // INVARIANT: only committee members are slashed.
+            if (!info.registered) revert SignerNotMember(i, signer);
+            // INVARIANT: signers are strictly increasing, so each member counts once.
+            if (signer <= previous) {
+                if (signer == previous) revert DuplicateSigner(i, signer);
+                revert SignersNotSorted(i, previous, signer);
+            }
+            previous = signer;
+            // INVARIANT: a member is slashed at most once.
+            if (!info.slashed) {
+                _restartAttemptOf(signer);
+                uint256 amount = info.stake;
+                info.stake = 0;
+                info.slashed = true;
+                total += amount;
+                ++slashedSigners;
+                emit Slashed(signer, amount);
+            }
+        }
+    }
+
+    /// @dev The claim bound to (`round`, `attempt`); reverts on a PBFT-only task.
+    function _boundClaimId(uint256 round, uint256 attempt) private view returns (uint256) {
+        uint256 packed = _boundClaims[round][attempt];
+        // INVARIANT: only fault-proof submissions carry a claim.
+        if (packed == 0) revert NoFaultGames();
+        return (packed >> 192) - 1;
     }
 
     /// @dev If `member` is the aggregator chosen for the current attempt of a running round

@@ -443,6 +443,72 @@ class ZeroValue(TaskRevert):
     error_name = "ZeroValue"
 
 
+# -- fault-proof hooks (issue 22) ----------------------------------------------------------
+
+
+class FaultGamesFixed(TaskRevert):
+    """``setFaultGames`` after ``start`` or a second time."""
+
+    error_name = "FaultGamesFixed"
+
+
+class NoFaultGames(TaskRevert):
+    """A fault-proof call on a PBFT-only task (or a zero FaultGames address)."""
+
+    error_name = "NoFaultGames"
+
+
+class ClaimRequired(TaskRevert):
+    """``submitAggregate`` on a fault-proof task (use ``submitAggregateWithClaim``)."""
+
+    error_name = "ClaimRequired"
+    params = ("round",)
+
+
+class ClaimMismatch(TaskRevert):
+    """The claim is not bindable: ``reason`` 1 another submitter's, 2 wrong previous root,
+    3 not the round's update count, 4 game window shorter than the challenge window,
+    5 already refuted."""
+
+    error_name = "ClaimMismatch"
+    params = ("claimId", "reason")
+
+
+class ClaimUnsettled(TaskRevert):
+    """``finalize`` while a game on the submission's claim can still refute it."""
+
+    error_name = "ClaimUnsettled"
+    params = ("round", "claimId")
+
+
+class AggregateRefuted(TaskRevert):
+    """``finalize`` of an aggregate whose claim was refuted (``rejectRefuted`` it)."""
+
+    error_name = "AggregateRefuted"
+    params = ("round", "claimId")
+
+
+class ClaimNotRefuted(TaskRevert):
+    """The claim bound to the submission was not refuted."""
+
+    error_name = "ClaimNotRefuted"
+    params = ("round", "claimId")
+
+
+class ClaimNotBound(TaskRevert):
+    """No claim is bound to (round, attempt) with that aggregate digest."""
+
+    error_name = "ClaimNotBound"
+    params = ("round", "attempt")
+
+
+class CertificateAlreadySlashed(TaskRevert):
+    """Every signer of the certificate was already slashed."""
+
+    error_name = "CertificateAlreadySlashed"
+    params = ("round", "attempt")
+
+
 #: Solidity error name -> Python class, for every custom error of ``FedChainTask``.
 ERROR_CLASSES: dict[str, type[TaskRevert]] = {
     cls.error_name: cls
@@ -516,6 +582,15 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         ZeroDigest,
         ZeroSamples,
         ZeroValue,
+        FaultGamesFixed,
+        NoFaultGames,
+        ClaimRequired,
+        ClaimMismatch,
+        ClaimUnsettled,
+        AggregateRefuted,
+        ClaimNotRefuted,
+        ClaimNotBound,
+        CertificateAlreadySlashed,
     )
 }
 for _cls in ERROR_CLASSES.values():

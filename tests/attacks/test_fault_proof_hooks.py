@@ -1,0 +1,306 @@
+"""Issue 22's hooks in FedChainTask, against the real contracts on the embedded chain: a
+fault-proof task binds each aggregate to its submitter's FaultGames claim; ``finalize`` waits
+while a game on that claim is open and refuses a refuted one; ``rejectRefuted`` discards it
+(attempt + 1, submitter slashed); ``slashRefutedCertificate`` slashes every signer of a
+"not faulty" commit certificate the one-step proof contradicted; ``finalize`` stores the state
+root the next claim must start from.
+
+Block arithmetic as in tests/test_contract.py: a transaction sent while the latest block is
+``b`` executes in block ``b + 1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from web3.logs import DISCARD
+
+from adapters.contract import (
+    AggregateRefuted,
+    CertificateAlreadySlashed,
+    ClaimMismatch,
+    ClaimNotBound,
+    ClaimNotRefuted,
+    ClaimRequired,
+    ClaimUnsettled,
+    FaultGamesFixed,
+    NoFaultGames,
+    OwnableUnauthorizedAccount,
+    Phase,
+    TaskContract,
+)
+from adapters.faultproof import FaultGamesContract, OneStepContract
+from aggregators.faultproof import StepRule
+from protocol.merkle import ChunkTree
+from tests.fault_support import BOND, CLAIM_BOND, CLOCK, VB, Round, faulty, make_round
+from tests.test_contract import BURN, bonds_held, chosen, dg, exec_at
+from tests.test_contract_dispute import by_address, sig_of
+
+K = 5  # updates per round (make_round's default)
+CHALLENGE_WINDOW = 3
+GAME_WINDOW = CHALLENGE_WINDOW + 4  # the claim's window outlasts the challenge window
+
+
+@dataclass
+class Hooked:
+    s: Any  # tests/conftest.py:TaskSetup
+    games: FaultGamesContract
+    r: Round
+
+    @property
+    def task(self) -> TaskContract:
+        return self.s.task  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def h(task_factory: Any) -> Hooked:
+    s = task_factory(
+        n_aggregators=4,
+        n_clients=K,
+        start=False,
+        min_updates=K,
+        max_updates=K,
+        submit_timeout=10,
+        challenge_window=CHALLENGE_WINDOW,
+    )
+    one = OneStepContract.deploy(s.chain, s.owner)
+    games = FaultGamesContract.deploy(s.chain, s.owner, one.address, CLOCK, BOND)
+    r = make_round(StepRule.of("fedavg"))
+    s.task.set_fault_games(s.owner, games.address, ChunkTree(r.prev).root)
+    s.task.start(s.owner)
+    for i, c in enumerate(s.clients):
+        s.task.submit_update(c, 1, dg(("u", i)), r.weights[i])
+    return Hooked(s, games, r)
+
+
+def assert_accounting(s: Any) -> None:
+    """Task balance == stakes + bonds held + credits owed (reporters here are spare
+    accounts, so their credits count too; tests/test_contract.py's version omits them)."""
+    task = s.task
+    stakes = sum(task.aggregator_info(a.address).stake for a in s.aggregators)
+    owed = sum(task.credits(a.address) for a in [s.owner, *s.aggregators, *s.spare])
+    assert task.balance() == stakes + bonds_held(task) + owed + task.credits(BURN)
+
+
+def post_claim(
+    h: Hooked,
+    who: Any,
+    state: Any,
+    *,
+    prev: Any = None,
+    window: int = GAME_WINDOW,
+    records: tuple[Any, ...] | None = None,
+) -> int:
+    r = h.r
+    params = (
+        r.rule.rule_id,
+        r.rule.beta_num,
+        r.rule.beta_den,
+        len(r.prev),
+        window,
+        VB,
+        ChunkTree(r.prev if prev is None else prev).root,
+        ChunkTree(state).root,
+    )
+    receipt = h.games.tx(who, "postClaim", params, records or r.records(), value=CLAIM_BOND)
+    ev = h.games.contract.events.ClaimPosted().process_receipt(receipt, errors=DISCARD)
+    return int(ev[0]["args"]["claimId"])
+
+
+def submit(h: Hooked, state: Any, label: str = "agg") -> tuple[Any, int, bytes]:
+    """The chosen aggregator posts its claim of ``state`` and submits with it."""
+    agg = chosen(h.s)
+    cid = post_claim(h, agg, state)
+    digest = dg(label)
+    h.task.submit_aggregate_with_claim(agg, 1, digest, cid)
+    return agg, cid, digest
+
+
+def refute(h: Hooked, cid: int, claimed: Any, submitter: Any, j: int = 3) -> None:
+    """One honest challenger refutes claim ``cid`` of ``claimed`` with a leaf game on chunk j."""
+    honest = h.s.spare[0]
+    receipt = h.games.tx(honest, "openLeaf", cid, j, value=BOND)
+    gid = int(
+        h.games.contract.events.GameOpened().process_receipt(receipt, errors=DISCARD)[0]["args"][
+            "gameId"
+        ]
+    )
+    t = ChunkTree(claimed)
+    h.games.tx(submitter, "revealLeaf", gid, t.leaves[j], t.proof(j))
+    h.games.tx(honest, "prove", gid, h.r.step(j))
+    assert h.games.view("refuted", cid)
+
+
+def test_honest_claim_finalizes_and_stores_the_state_root(h: Hooked) -> None:
+    honest = h.r.honest()
+    _, cid, digest = submit(h, honest)
+    assert h.task.claim_of(1, 0) == cid and h.task.fault_games() == h.games.address
+    assert h.task.state_root(0) == ChunkTree(h.r.prev).root
+    h.s.chain.mine(GAME_WINDOW)
+    h.task.finalize(h.s.owner, 1)
+    assert h.task.state_root(1) == ChunkTree(honest).root
+    assert h.task.round_digest(1) == digest
+    assert_accounting(h.s)
+
+
+@pytest.mark.parametrize(("offset", "allowed"), [(-1, False), (0, False), (1, True)])
+def test_finalize_waits_for_the_claim_window(h: Hooked, offset: int, allowed: bool) -> None:
+    """The claim's game window outlasts the challenge window: finalize is allowed iff
+    block.number > windowEnd (the claim is settled), at -1/0/+1 blocks."""
+    _, cid, _ = submit(h, h.r.honest())
+    window_end = int(h.games.view("claim", cid)[5])
+    assert window_end > h.task.round_info(1).challenge_deadline
+    exec_at(h.s.chain, window_end + offset)
+    if allowed:
+        h.task.finalize(h.s.owner, 1)
+        assert h.task.phase(1) == Phase.FINALIZED
+    else:
+        with pytest.raises(ClaimUnsettled) as info:
+            h.task.finalize(h.s.owner, 1)
+        assert info.value.error_args == {"round": 1, "claimId": cid}
+
+
+def test_finalize_is_blocked_while_a_game_is_open(h: Hooked) -> None:
+    claimed = faulty(h.r, j=3)
+    _, cid, _ = submit(h, claimed)
+    receipt = h.games.tx(h.s.spare[0], "openLeaf", cid, 3, value=BOND)
+    assert receipt["status"] == 1
+    h.s.chain.mine(GAME_WINDOW + 1)  # both windows over, the game still open
+    with pytest.raises(ClaimUnsettled):
+        h.task.finalize(h.s.owner, 1)
+
+
+def test_refuted_claim_advances_the_attempt_and_slashes_its_submitter(h: Hooked) -> None:
+    task, cfg = h.task, h.task.config()
+    claimed = faulty(h.r, j=3)
+    agg, cid, _ = submit(h, claimed)
+    with pytest.raises(ClaimNotRefuted):
+        task.reject_refuted(h.s.owner, 1)
+    refute(h, cid, claimed, agg)
+    h.s.chain.mine(GAME_WINDOW)
+    with pytest.raises(AggregateRefuted) as info:
+        task.finalize(h.s.owner, 1)
+    assert info.value.error_args == {"round": 1, "claimId": cid}
+    stake = task.aggregator_info(agg.address).stake
+    reporter = h.s.spare[1]
+    receipt = task.reject_refuted(reporter, 1)
+    slashed = stake + cfg.aggregate_bond
+    assert [(e.name, e.args) for e in task.events(receipt)] == [
+        ("Slashed", {"aggregator": agg.address, "amount": slashed}),
+        (
+            "RefutedAggregateRejected",
+            {
+                "round": 1,
+                "attempt": 0,
+                "claimId": cid,
+                "reporter": reporter.address,
+                "slashedAmount": slashed,
+                "reward": slashed // 2,
+                "treasuryAmount": slashed - slashed // 2,
+            },
+        ),
+    ]
+    info_ = task.aggregator_info(agg.address)
+    assert info_.slashed and info_.stake == 0
+    assert task.round_info(1).attempt == 1 and task.phase(1) == Phase.AGGREGATING
+    assert task.credits(reporter.address) == slashed // 2
+    assert chosen(h.s) != agg
+    # the next aggregator's honest claim finalizes the round
+    submit(h, h.r.honest(), "agg2")
+    assert task.claim_of(1, 1) is not None
+    h.s.chain.mine(GAME_WINDOW)
+    task.finalize(h.s.owner, 1)
+    assert task.state_root(1) == ChunkTree(h.r.honest()).root
+
+
+def test_signers_of_a_contradicted_certificate_are_slashed(h: Hooked) -> None:
+    """Three colluders (the submitter and two members: n - f of n = 4) challenge-and-uphold
+    a faulty aggregate with a "not faulty" commit certificate; one honest challenger refutes
+    the claim in FaultGames; every signer of the certificate is slashed."""
+    task, s = h.task, h.s
+    claimed = faulty(h.r, j=3)
+    agg, cid, digest = submit(h, claimed)
+    honest_member = next(a for a in s.aggregators if a != agg)
+    colluders = [a for a in s.aggregators if a != honest_member]
+    task.challenge(honest_member, 1)
+    sigs = [sig_of(s, a, 1, 0, digest, False) for a in by_address(colluders)]
+    task.resolve_dispute(s.owner, 1, 0, False, 0, sigs)  # "not faulty": upheld
+    with pytest.raises(ClaimNotRefuted):
+        task.slash_refuted_certificate(s.owner, 1, 0, digest, 0, sigs)
+    refute(h, cid, claimed, agg)
+    with pytest.raises(ClaimNotBound):
+        task.slash_refuted_certificate(s.owner, 1, 0, dg("other"), 0, sigs)
+    task.reject_refuted(s.spare[1], 1)  # the submitter is slashed first: still counted below
+    stakes = {a.address: task.aggregator_info(a.address).stake for a in colluders}
+    reporter = s.spare[2]
+    receipt = task.slash_refuted_certificate(reporter, 1, 0, digest, 0, sigs)
+    events = task.events(receipt)
+    slashed = {e.args["aggregator"] for e in events if e.name == "Slashed"}
+    assert slashed == {a.address for a in colluders if a != agg}
+    total = sum(stakes[a] for a in slashed)
+    last = events[-1]
+    assert last.name == "RefutedCertificateSlashed"
+    assert last.args["slashedSigners"] == 2 and last.args["reward"] == total // 2
+    assert task.credits(reporter.address) == total // 2
+    for a in colluders:
+        assert task.aggregator_info(a.address).slashed
+    assert not task.aggregator_info(honest_member.address).slashed
+    with pytest.raises(CertificateAlreadySlashed):
+        task.slash_refuted_certificate(reporter, 1, 0, digest, 0, sigs)
+    assert task.credits(BURN) > 0
+    assert_accounting(s)
+
+
+def test_claims_not_bound_to_the_round_revert(h: Hooked) -> None:
+    task, s = h.task, h.s
+    agg = chosen(s)
+    other = next(a for a in s.aggregators if a != agg)
+    honest = h.r.honest()
+    with pytest.raises(ClaimRequired):
+        task.submit_aggregate(agg, 1, dg("agg"))
+    cases = [
+        (post_claim(h, other, honest), 1),  # another member's claim
+        (post_claim(h, agg, honest, prev=honest), 2),  # not from the last finalized state
+        (post_claim(h, agg, honest, records=([b"\x01" * 32] * 4, [1] * 4, [0])), 3),  # 4 != 5
+        (post_claim(h, agg, honest, window=CHALLENGE_WINDOW - 1), 4),  # window too short
+    ]
+    for cid, reason in cases:
+        with pytest.raises(ClaimMismatch) as info:
+            task.submit_aggregate_with_claim(agg, 1, dg("agg"), cid)
+        assert info.value.error_args == {"claimId": cid, "reason": reason}
+    assert task.phase(1) == Phase.AGGREGATING
+
+
+@pytest.mark.parametrize(("slack", "allowed"), [(-1, False), (0, True), (1, True)])
+def test_claim_window_must_cover_the_challenge_window(h: Hooked, slack: int, allowed: bool) -> None:
+    """windowEnd (claim block + window) >= submit block + challengeWindow, at -1/0/+1."""
+    agg = chosen(h.s)
+    # posted in block p, submitted in p + 1: windowEnd - (p + 1 + cw) = window - 1 - cw
+    cid = post_claim(h, agg, h.r.honest(), window=CHALLENGE_WINDOW + 1 + slack)
+    if allowed:
+        h.task.submit_aggregate_with_claim(agg, 1, dg("agg"), cid)
+    else:
+        with pytest.raises(ClaimMismatch) as info:
+            h.task.submit_aggregate_with_claim(agg, 1, dg("agg"), cid)
+        assert info.value.error_args["reason"] == 4
+
+
+def test_fault_games_are_fixed_before_start(task_factory: Any) -> None:
+    s = task_factory(n_aggregators=4, n_clients=2, start=False)
+    with pytest.raises(OwnableUnauthorizedAccount):
+        s.task.set_fault_games(s.aggregators[0], s.owner.address, b"\x01" * 32)
+    with pytest.raises(NoFaultGames):
+        s.task.set_fault_games(s.owner, "0x" + "00" * 20, b"\x01" * 32)
+    s.task.set_fault_games(s.owner, s.owner.address, b"\x01" * 32)
+    with pytest.raises(FaultGamesFixed):
+        s.task.set_fault_games(s.owner, s.owner.address, b"\x02" * 32)
+    s.task.start(s.owner)
+    # a PBFT-only task: no claims, no fault-proof calls
+    t = task_factory(n_aggregators=4, n_clients=2)
+    assert t.task.fault_games() == "0x" + "00" * 20
+    with pytest.raises(NoFaultGames):
+        t.task.submit_aggregate_with_claim(t.aggregators[0], 1, dg("x"), 0)
+    with pytest.raises(FaultGamesFixed):
+        t.task.set_fault_games(t.owner, t.owner.address, b"\x01" * 32)
