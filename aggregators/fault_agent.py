@@ -230,6 +230,9 @@ class FaultAgent:
     def refuted(self, claim_id: int) -> bool:
         return bool(self.games.view("refuted", claim_id))
 
+    def settled(self, claim_id: int) -> bool:
+        return bool(self.games.view("settled", claim_id))
+
     def _drain(self, key: tuple[int, int]) -> None:
         player = self.players[key]
         start = self._logged.get(key, 0)

@@ -240,6 +240,8 @@ class AggregatorNode:
 
     def _on_disputed(self, round_: int) -> list[AggregatorEvent]:
         info = self.task.round_info(round_)
+        if self.fault is not None and (refuted := self._refuted_claim(round_, info)) is not None:
+            return refuted  # a one-step proof beats the open vote
         if self.chain.block_number() + 1 <= info.dispute_deadline:
             return []
         return self._try(
@@ -291,15 +293,26 @@ class AggregatorNode:
                 committee = self.task.aggregators()
                 self.store.push(publication.payload, [committee[i] for i in publication.push_to])
         self._crash_here("after-publish", round_)
-        if self.fault is not None and self.chain.block_number() + 2 > chosen.deadline_block:
-            # the claim and the submission are two transactions: no time left for both
+        if self.fault is not None and block + 2 > chosen.deadline_block:
+            # the claim and the submission are two transactions: no time left for both (said
+            # once per block, so the driver lets time pass towards advanceAttempt)
+            if self._last_try.get(("claim-too-late", round_)) == block:
+                return []
+            self._last_try[("claim-too-late", round_)] = block
             return [AggregatorEvent(round_, "claim-too-late", {"attempt": chosen.attempt})]
         claim = self._claim(round_, chosen.attempt, inputs, result, publication.payload)
+
+        def submit() -> Any:
+            if claim is None:
+                return self.task.submit_aggregate(self.account, round_, digest)
+            # a fault-proof task binds the claim to the submission (docs/fault-proof.md)
+            return self.task.submit_aggregate_with_claim(self.account, round_, digest, claim)
+
         with self.clock.phase(round_, "submit"):
             return self._try(
                 round_,
                 "submitAggregate",
-                lambda: self.task.submit_aggregate(self.account, round_, digest),
+                submit,
                 {
                     "attempt": chosen.attempt,
                     "digest": digest.hex(),
@@ -356,6 +369,8 @@ class AggregatorNode:
                 },
             )
             return events
+        if self.fault is not None and (refuted := self._refuted_claim(round_, info)) is not None:
+            return events + refuted
         if block + 1 > info.challenge_deadline:
             self._crash_here("before-finalize", round_)
             with self.clock.phase(round_, "finalize"):
@@ -396,7 +411,11 @@ class AggregatorNode:
             self.manifest, round_, inputs.global_payload, inputs.updates, inputs.num_samples
         )
         if result.carried_forward:
-            return None
+            if view.included:
+                return None  # too few updates for the rule: the step would run it anyway
+            # nothing included: the step carries every coordinate forward (K = 0)
+            view.__dict__["honest_state"] = view.prev.copy()
+            return view
         honest = decode_global_state(self.manifest.layout, result.payload).params
         try:
             if view.honest_tree.root != ChunkTree(honest).root:
@@ -425,7 +444,7 @@ class AggregatorNode:
         if key in self.fault.watched:
             return []
         submitter = info.aggregator or ""
-        cid = self.fault.claim_of(submitter, info.open_block)
+        cid = self.task.claim_of(round_, info.submission_attempt)
         if cid is None:
             return []
         result, inputs = self.compute(round_)
@@ -463,6 +482,30 @@ class AggregatorNode:
             *events,
             AggregatorEvent(round_, "game-open", {"claim": cid, "submitter": submitter}),
         ]
+
+    def _refuted_claim(self, round_: int, info: RoundInfo) -> list[AggregatorEvent] | None:
+        """The submission's claim: refuted -> ``rejectRefuted`` (anyone may: the attempt
+        advances, the submitter is slashed); still open -> wait (``finalize`` would revert);
+        settled or no claim -> None (carry on)."""
+        assert self.fault is not None
+        cid = self.task.claim_of(round_, info.submission_attempt)
+        if cid is None:
+            return None
+        if self.fault.refuted(cid):
+            submitter = info.aggregator or ""
+            if submitter == self.address or (
+                self.behaviour.pbft == "colluding" and submitter in self.colluders
+            ):
+                return []  # a faulty node does not help reject its own (or a partner's) lie
+            return self._try(
+                round_,
+                "rejectRefuted",
+                lambda: self.task.reject_refuted(self.account, round_),
+                {"attempt": info.submission_attempt, "claim": cid, "submitter": info.aggregator},
+            )
+        if not self.fault.settled(cid):
+            return []
+        return None
 
     def _play_games(self) -> list[AggregatorEvent]:
         assert self.fault is not None

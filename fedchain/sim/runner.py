@@ -152,6 +152,7 @@ class Demo:
             self.events,
             max_ticks=net.max_ticks,
         )
+        self.disputes.games = d.games if cfg.dispute == "both" else None
         self.recorder = RoundRecorder(
             cfg,
             self.chain,

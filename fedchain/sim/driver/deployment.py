@@ -66,6 +66,7 @@ from protocol.cid import content_digest
 from protocol.errors import ChainError, ConfigError, StorageError
 from protocol.fixedpoint import INT32_MAX, NumericFormat, quantise
 from protocol.manifest import TaskManifest
+from protocol.merkle import ChunkTree
 from protocol.metrics import PhaseClock
 from protocol.payloads import GlobalState, ModelLayout, encode_global_state
 
@@ -547,6 +548,9 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
         games = FaultGamesContract.deploy(
             chain, deployer, one_step.address, game_clock(cfg), CHALLENGE_BOND
         )
+        # every aggregate now needs its submitter's claim; the claims' chain of state roots
+        # starts at the initial state's
+        task.set_fault_games(deployer, games.address, ChunkTree(initial).root)
     return Deployment(
         cfg=cfg,
         scenario=scenario,
@@ -587,7 +591,8 @@ def game_clock(cfg: DemoConfig) -> int:
 
 
 def claim_window(cfg: DemoConfig) -> int:
-    """Blocks a claim may be challenged: the challenge window, and at least two blocks per
-    committee member (see :func:`game_clock`): a member that disagrees must be able to open
-    its game after the others' transactions of the same blocks."""
-    return max(cfg.challenge_window, 2 * cfg.aggregators)
+    """Blocks a claim may be challenged: past the task's challenge window counted from the
+    submission one block later (``submitAggregateWithClaim`` requires it), and at least two
+    blocks per committee member (see :func:`game_clock`): a member that disagrees must be
+    able to open its game after the others' transactions of the same blocks."""
+    return max(cfg.challenge_window + 2, 2 * cfg.aggregators)

@@ -16,7 +16,7 @@ from adapters.contract import Phase, TaskContract
 from adapters.storage import ContentStore, has_digest
 from aggregators.behaviours import Behaviour
 from aggregators.node import AggregatorEvent, AggregatorNode
-from fedchain.sim.driver.events import EventLog
+from fedchain.sim.driver.events import EventLog, emit_stakes
 from protocol.metrics import PhaseClock
 
 
@@ -174,6 +174,28 @@ class FaultLog:
             )
         elif ev.action.startswith("game-"):
             self._game(name, ev)
+        elif ev.action == "rejectRefuted":
+            # the task discards an aggregate whose claim a one-step proof refuted: the
+            # submitter is slashed and the round re-opens at the next attempt
+            rec = self.attempt(ev.round, ev.detail["attempt"])
+            rec.update(
+                refuted_rejected=True,
+                rejected_by=name,
+                reject_block=ev.detail["block"],
+                gas_reject=ev.detail["gas"],
+            )
+            submitter = str(ev.detail.get("submitter") or "")
+            self.events.emit(
+                "refuted_rejected",
+                round=ev.round,
+                attempt=ev.detail["attempt"],
+                claim=ev.detail.get("claim"),
+                submitter=self.names.get(submitter, submitter),
+                by=name,
+                block=ev.detail["block"],
+                gas=ev.detail["gas"],
+            )
+            emit_stakes(self.events, self.task, self._members())
         elif ev.action == "challenge":
             rec = self.attempt(ev.round, ev.detail["attempt"])
             rec["challenges"].append(
@@ -194,6 +216,10 @@ class FaultLog:
             self.events.emit(
                 "phase", round=ev.round, attempt=ev.detail["attempt"], phase="disputed"
             )
+
+    def _members(self) -> dict[str, str]:
+        """Committee addresses -> names, in committee order."""
+        return {a: self.names.get(a, a) for a in self.task.aggregators()}
 
     def _game(self, name: str, ev: AggregatorEvent) -> None:
         """A fault-proof move (docs/fault-proof.md): one ``game_move`` event per transaction,
@@ -253,8 +279,11 @@ class FaultLog:
                 sum(c.get("gas") or 0 for c in rec["challenges"])
                 + sum(d.get("gas_resolve", 0) for d in rec["disputes"])
                 + (rec.get("gas_expire") or 0)
+                + (rec.get("gas_reject") or 0)
             )
-            rec["rejected"] = any(d.get("verdict") == "faulty" for d in rec["disputes"])
+            rec["rejected"] = any(d.get("verdict") == "faulty" for d in rec["disputes"]) or bool(
+                rec.get("refuted_rejected")
+            )
             if "claim" in rec and self.games is not None:
                 rec["claim_refuted"] = bool(self.games.view("refuted", rec["claim"]))
             if rec.get("games"):
