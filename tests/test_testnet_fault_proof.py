@@ -25,7 +25,7 @@ def _logs(directory: Path, name: str) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.startswith("{")]
 
 
-def test_testnet_processes_refute_the_colluders_claims(tmp_path: Path) -> None:
+def test_testnet_processes_refute_and_reject_the_colluders_claims(tmp_path: Path) -> None:
     from adapters.services import find_anvil
     from protocol.errors import FedchainError
 
@@ -43,7 +43,7 @@ def test_testnet_processes_refute_the_colluders_claims(tmp_path: Path) -> None:
             cfg, directory, use_ipfs=False, block_time=0.5, scenario=scenario, max_seconds=600
         )
         assert spec.get("fault_games")
-        testnet.wait(directory, timeout=400)
+        final = testnet.wait(directory, timeout=400)["chain"]
         from web3 import Web3
 
         from adapters.chain import Chain
@@ -54,9 +54,27 @@ def test_testnet_processes_refute_the_colluders_claims(tmp_path: Path) -> None:
         logs = {n["name"]: _logs(directory, n["name"]) for n in spec["nodes"]}
         claims = [e for n in logs.values() for e in n if e["action"] == "game-postClaim"]
         refuted = [c for c in claims if games.view("refuted", int(c["id"]))]
+        from adapters.contract import TaskContract
+
+        task = TaskContract.at(chain, spec["task"])
+        slashed = {
+            n["name"]: task.aggregator_info(n["address"]).slashed
+            for n in spec["nodes"]
+            if n["role"] == "aggregator"
+        }
     finally:
         testnet.down(directory)
     assert claims, "no claim was posted"
+    # the task rejected each refuted aggregate and slashed its submitter; the honest
+    # process's aggregate was finalized
+    assert final["completed"]
+    assert slashed == {
+        "aggregator-0": True,
+        "aggregator-1": True,
+        "aggregator-2": True,
+        "aggregator-3": False,
+    }
+    assert any(e["action"] == "rejectRefuted" for e in logs["aggregator-3"])
     # the colluders' claims are refuted by the honest process alone, with a one-step proof
     assert any(e["action"] == "game-prove" for e in logs["aggregator-3"])
     assert refuted and all(c["node"] != "aggregator-3" for c in refuted)
