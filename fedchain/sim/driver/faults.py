@@ -308,6 +308,11 @@ def fault_summary(
         for d in a["disputes"]
         if d.get("verdict") == "faulty" and "blocks_from_submission" in d
     ]
+    detect_blocks += [  # a one-step refutation: submission to rejectRefuted
+        a["reject_block"] - a["submit_block"]
+        for a in submitted_faulty
+        if a.get("refuted_rejected") and "reject_block" in a and "submit_block" in a
+    ]
     detect_seconds = [
         d["seconds_from_submission"]
         for a in submitted_faulty
