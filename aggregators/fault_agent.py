@@ -28,7 +28,6 @@ from functools import partial
 
 import numpy as np
 from eth_account.signers.local import LocalAccount
-from eth_utils.crypto import keccak
 
 from adapters.faultproof import FaultGamesContract
 from aggregators.execution import privacy_of
@@ -43,7 +42,6 @@ __all__ = ["FaultAgent", "GameMove", "round_view"]
 
 _CHALLENGER_MOVES = ("openLeaf", "openDescent", "pickNode", "prove")
 _SUBMITTER_MOVES = ("postClaim", "revealLeaf", "revealNodes", "defendExclusion", "postChunk")
-_CLAIM_TOPIC = keccak(text="ClaimPosted(uint256,address,bytes32,uint256)")
 
 
 @dataclass(frozen=True)
@@ -133,15 +131,6 @@ class FaultAgent:
         return cid
 
     # -- committee member ------------------------------------------------------------------
-
-    def claim_of(self, submitter: str, since_block: int) -> int | None:
-        """The latest claim ``submitter`` posted since ``since_block`` (None: none)."""
-        chain = self.games.chain
-        topic = bytes(12) + bytes.fromhex(submitter[2:])
-        logs = chain.logs(
-            self.games.address, [_CLAIM_TOPIC, None, topic], since_block, chain.block_number()
-        )
-        return None if not logs else int.from_bytes(bytes(logs[-1].topics[1]), "big")
 
     def claimed_root(self, claim_id: int) -> bytes:
         """The new state root claim ``claim_id`` commits to."""
