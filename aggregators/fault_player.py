@@ -133,6 +133,8 @@ class FaultPlayer:
         self.claimed: dict[int, ChunkTree] = {}  # claims this player posted -> its tree
         self.watched: set[int] = set()  # claims this player challenges
         self.moves: list[str] = []
+        #: every transaction this player sent: (function, game or claim id, gas used)
+        self.log: list[tuple[str, int, int]] = []
         self._next_game = 0
 
     # -- submitter -------------------------------------------------------------------------
@@ -178,8 +180,9 @@ class FaultPlayer:
 
     # -- the loop --------------------------------------------------------------------------
 
-    def play(self) -> int:
-        """Make every move due now on this player's claims and games; returns how many."""
+    def play(self, limit: int | None = None) -> int:
+        """Make every move due now on this player's claims and games (at most ``limit``);
+        returns how many."""
         made = 0
         gid = 0
         block = self.games.chain.block_number() + 1  # the block a transaction lands in
@@ -192,12 +195,16 @@ class FaultPlayer:
             if int(g[3]) == OVER:
                 continue
             made += self._play_game(gid - 1, g, block)
+            if limit is not None and made >= limit:
+                break
         return made
 
     def _play_game(self, gid: int, g: Any, block: int) -> int:
         cid, challenger, kind, turn = int(g[0]), str(g[1]), int(g[2]), int(g[3])
         mine_submitter = cid in self.claimed
-        mine_challenger = challenger == self.account.address
+        # only the claims this player watches: one account may challenge in many rounds,
+        # each with its own player and view
+        mine_challenger = challenger == self.account.address and cid in self.watched
         if not (mine_submitter or mine_challenger):
             return 0
         c = self.games.view("claim", cid)
@@ -274,4 +281,7 @@ class FaultPlayer:
         return amount
 
     def _tx(self, name: str, *args: Any, value: int = 0) -> Any:
-        return self.games.tx(self.account, name, *args, value=value)
+        receipt = self.games.tx(self.account, name, *args, value=value)
+        ref = args[0] if args and isinstance(args[0], int) else -1
+        self.log.append((name, ref, int(receipt["gasUsed"])))
+        return receipt

@@ -32,7 +32,7 @@ block (``b + 1`` on an automining chain). So the node submits or challenges only
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from eth_account.signers.local import LocalAccount
@@ -43,11 +43,14 @@ from adapters.round_inputs import fetch_included
 from adapters.storage import ContentStore, PeerStore, get_by_digest, has_digest
 from aggregators.behaviours import HONEST, Behaviour, RoundContext
 from aggregators.execution import RoundResult, execute_round, rule_for
+from aggregators.fault_agent import FaultAgent, round_view
 from aggregators.private import PrivateInputs
 from protocol.cid import content_digest
 from protocol.errors import ContractRevert, FedchainError, StorageError
 from protocol.manifest import TaskManifest
+from protocol.merkle import ChunkTree
 from protocol.metrics import PhaseClock
+from protocol.payloads import decode_global_state
 
 
 class NodeCrashed(FedchainError):
@@ -116,6 +119,8 @@ class AggregatorNode:
         colluders: frozenset[str] = frozenset(),
         private: PrivateSource | None = None,
         leave_after_blocks: int | None = None,
+        fault: FaultAgent | None = None,
+        dispute: str = "pbft",
     ) -> None:
         self.name = name
         self.account = account
@@ -134,6 +139,13 @@ class AggregatorNode:
         #: deployment (None: stay until ``abortTask``)
         self.leave_after_blocks = leave_after_blocks
         self.left = False
+        #: the fault-proof side (``dispute`` fault-proof or both), else None
+        self.fault = fault
+        self.dispute = dispute
+        #: submissions whose claim a game settles (fault-proof mode: no PBFT challenge); a
+        #: submission without a claim, or whose bytes differ from an honest claim's, is
+        #: still challenged through PBFT
+        self.covered: set[tuple[int, int]] = set()
         self.verifications: dict[tuple[int, int], Verification] = {}
         self.withheld: set[tuple[int, int]] = set()
         self.challenged: set[tuple[int, int]] = set()
@@ -157,6 +169,15 @@ class AggregatorNode:
         if round_ == 0:  # task not started
             return []
         phase = task.phase(round_)
+        events = self._phase_step(round_, phase)
+        if self.fault is not None and not events:
+            # after the phase's work (its deadlines are the tighter), one game transaction per
+            # step: every transaction spends a block of everyone's windows, so the nodes take
+            # turns instead of one node's game moves running out the others' attest window
+            events = self._play_games()
+        return events
+
+    def _phase_step(self, round_: int, phase: Phase) -> list[AggregatorEvent]:
         try:
             if phase == Phase.COLLECTING:
                 return self._on_collecting(round_)
@@ -262,6 +283,8 @@ class AggregatorNode:
 
     def _on_disputed(self, round_: int) -> list[AggregatorEvent]:
         info = self.task.round_info(round_)
+        if self.fault is not None and (refuted := self._refuted_claim(round_, info)) is not None:
+            return refuted  # a one-step proof beats the open vote
         if self.chain.block_number() + 1 <= info.dispute_deadline:
             return []
         return self._try(
@@ -318,11 +341,26 @@ class AggregatorNode:
                 committee = self.task.aggregators()
                 self.store.push(publication.payload, [committee[i] for i in publication.push_to])
         self._crash_here("after-publish", round_)
+        if self.fault is not None and block + 2 > chosen.deadline_block:
+            # the claim and the submission are two transactions: no time left for both (said
+            # once per block, so the driver lets time pass towards advanceAttempt)
+            if self._last_try.get(("claim-too-late", round_)) == block:
+                return []
+            self._last_try[("claim-too-late", round_)] = block
+            return [AggregatorEvent(round_, "claim-too-late", {"attempt": chosen.attempt})]
+        claim = self._claim(round_, chosen.attempt, inputs, result, publication.payload)
+
+        def submit() -> Any:
+            if claim is None:
+                return self.task.submit_aggregate(self.account, round_, digest)
+            # a fault-proof task binds the claim to the submission (docs/fault-proof.md)
+            return self.task.submit_aggregate_with_claim(self.account, round_, digest, claim)
+
         with self.clock.phase(round_, "submit"):
             return self._try(
                 round_,
                 "submitAggregate",
-                lambda: self.task.submit_aggregate(self.account, round_, digest),
+                submit,
                 {
                     "attempt": chosen.attempt,
                     "digest": digest.hex(),
@@ -330,6 +368,7 @@ class AggregatorNode:
                     "included": list(result.included),
                     "excluded": {str(k): v for k, v in result.excluded.items()},
                     "privacy": result.notes,
+                    **({} if claim is None else {"claim": claim}),
                 },
             )
 
@@ -358,6 +397,8 @@ class AggregatorNode:
                 )
             )
         known = self.verifications.get(key)
+        if known is not None and self.fault is not None and submitter != self.address:
+            events += self._watch(round_, info, known)
         if (
             known is not None
             and key not in self.challenged
@@ -376,6 +417,8 @@ class AggregatorNode:
                 },
             )
             return events
+        if self.fault is not None and (refuted := self._refuted_claim(round_, info)) is not None:
+            return events + refuted
         if block + 1 > info.challenge_deadline:
             self._crash_here("before-finalize", round_)
             with self.clock.phase(round_, "finalize"):
@@ -389,6 +432,9 @@ class AggregatorNode:
         mode = self.behaviour.challenger
         if mode == "never":
             return False
+        key = (verification.round, verification.attempt)
+        if self.dispute == "fault-proof" and key in self.covered:
+            return False  # the game replaces the vote
         if mode == "frivolous":
             return verification.agrees
         if self.behaviour.pbft == "colluding" and verification.submitter in self.colluders:
@@ -403,6 +449,122 @@ class AggregatorNode:
             return False
         verification = self.verify(round_, attempt, submitter, digest)
         return not verification.agrees
+
+    # -- fault proof (docs/fault-proof.md) ------------------------------------------------
+
+    def _fault_view(self, round_: int, inputs: _RoundInputs, result: RoundResult) -> Any:
+        """The round as a step replays it, or None when this round is outside the proof's
+        scope (the rule's result is not the step's, e.g. a round carried forward)."""
+        view = round_view(
+            self.manifest, round_, inputs.global_payload, inputs.updates, inputs.num_samples
+        )
+        if result.carried_forward:
+            if view.included:
+                return None  # too few updates for the rule: the step would run it anyway
+            # nothing included: the step carries every coordinate forward (K = 0)
+            view.__dict__["honest_state"] = view.prev.copy()
+            return view
+        honest = decode_global_state(self.manifest.layout, result.payload).params
+        try:
+            if view.honest_tree.root != ChunkTree(honest).root:
+                return None
+        except FedchainError:
+            return None
+        return view
+
+    def _claim(
+        self, round_: int, attempt: int, inputs: _RoundInputs, result: RoundResult, payload: bytes
+    ) -> int | None:
+        """Post the claim for the published state before submitting it (fault-proof mode)."""
+        if self.fault is None:
+            return None
+        view = self._fault_view(round_, inputs, result)
+        if view is None:
+            return None
+        state = decode_global_state(self.manifest.layout, payload).params
+        with self.clock.phase(round_, "claim"):
+            return self.fault.claim(round_, attempt, view, state)
+
+    def _watch(self, round_: int, info: RoundInfo, known: Verification) -> list[AggregatorEvent]:
+        """Check the submitter's claim against this node's re-execution; open a game."""
+        assert self.fault is not None
+        key = (round_, info.submission_attempt)
+        if key in self.fault.watched:
+            return []
+        submitter = info.aggregator or ""
+        cid = self.task.claim_of(round_, info.submission_attempt)
+        if cid is None:
+            return []
+        result, inputs = self.compute(round_)
+        events: list[AggregatorEvent] = []
+        if known.submitted == known.expected and not known.available:
+            # the honest aggregate's bytes, withheld by their submitter: this node computed
+            # the same bytes (content addressing), so it serves them itself
+            with self.clock.phase(round_, "publish"):
+                self.store.put(result.payload)
+            self.verifications[key] = replace(known, available=True)
+            events.append(AggregatorEvent(round_, "republish", {"digest": known.expected.hex()}))
+        view = self._fault_view(round_, inputs, result)
+        if view is None:
+            self.fault.watched.add(key)
+            return events
+        if known.submitted == known.expected or self.fault.claimed_root(cid) != (
+            view.honest_tree.root
+        ):
+            self.covered.add(key)  # the game settles it (or nothing is wrong): no PBFT vote
+        claimed = None
+        if known.available:
+            try:
+                payload = get_by_digest(self.store, info.aggregate_digest)
+                claimed = decode_global_state(self.manifest.layout, payload).params
+            except FedchainError:
+                claimed = None
+        spare = self.colluders if self.behaviour.pbft == "colluding" else frozenset()
+        self.fault.spare = spare
+        with self.clock.phase(round_, "game"):
+            attempt = info.submission_attempt
+            opened = self.fault.watch(round_, attempt, view, cid, submitter, claimed)
+        if not opened:
+            return events
+        return [
+            *events,
+            AggregatorEvent(round_, "game-open", {"claim": cid, "submitter": submitter}),
+        ]
+
+    def _refuted_claim(self, round_: int, info: RoundInfo) -> list[AggregatorEvent] | None:
+        """The submission's claim: refuted -> ``rejectRefuted`` (anyone may: the attempt
+        advances, the submitter is slashed); still open -> wait (``finalize`` would revert);
+        settled or no claim -> None (carry on)."""
+        assert self.fault is not None
+        cid = self.task.claim_of(round_, info.submission_attempt)
+        if cid is None:
+            return None
+        if self.fault.refuted(cid):
+            submitter = info.aggregator or ""
+            if submitter == self.address or (
+                self.behaviour.pbft == "colluding" and submitter in self.colluders
+            ):
+                return []  # a faulty node does not help reject its own (or a partner's) lie
+            return self._try(
+                round_,
+                "rejectRefuted",
+                lambda: self.task.reject_refuted(self.account, round_),
+                {"attempt": info.submission_attempt, "claim": cid, "submitter": info.aggregator},
+            )
+        if not self.fault.settled(cid):
+            return []
+        return None
+
+    def _play_games(self) -> list[AggregatorEvent]:
+        assert self.fault is not None
+        return [
+            AggregatorEvent(
+                m.round,
+                f"game-{m.move}",
+                {"attempt": m.attempt, "id": m.ref, "gas": m.gas, "role": m.role},
+            )
+            for m in self.fault.play(limit=1)
+        ]
 
     # -- computation -----------------------------------------------------------------------
 

@@ -18,6 +18,12 @@ if typing.TYPE_CHECKING:
     from privacy.spec import PrivacySpec
 
 ROTATIONS = {"round-robin": 0, "random": 1}
+#: How a challenged aggregate is settled (docs/fault-proof.md): the committee's PBFT vote
+#: (n - f certificate), the one-step fault proof (one honest aggregator suffices), or both
+#: (a certificate settles fast; a one-step proof overrides it and slashes its signers).
+DISPUTE_MODES = ("pbft", "fault-proof", "both")
+#: Privacy modes whose updates the fault proof can replay (each update is visible).
+FAULT_PROOF_PRIVACY = ("none", "ldp")
 ENGINES = ("sequential", "ray")
 WEI_PER_ETH = 10**18
 
@@ -86,6 +92,8 @@ class DemoConfig:
     attest_window: int = 5
     dispute_timeout: int = 20
     rotation: str = "round-robin"
+    #: pbft | fault-proof | both (DISPUTE_MODES)
+    dispute: str = "pbft"
     seed: int = 0
     out: str = "runs"
     name: str = "demo"
@@ -265,6 +273,7 @@ class DemoConfig:
             raise bad("update_batch", "must be at least 0 (0: every client submits alone)")
         if self.rotation not in ROTATIONS:
             raise bad("rotation", f"must be one of {sorted(ROTATIONS)}")
+        self._validate_dispute(bad)
         if self.min_updates is not None and not 1 <= self.min_updates <= self.clients:
             raise bad(
                 "min_updates", f"must be between 1 and the number of clients ({self.clients})"
@@ -309,6 +318,33 @@ class DemoConfig:
         except FedchainError as exc:
             raise bad("min_updates" if self.min_updates else "clients", str(exc)) from exc
         self._validate_privacy(bad)
+
+    def _validate_dispute(self, bad: typing.Callable[..., ConfigError]) -> None:
+        """The dispute mode, and what the fault proof can replay: a rule with a one-step
+        check (FedAvg, FedProx, Median, Trimmed mean) on updates every member sees
+        (plaintext or local DP); secure aggregation and HE hide them and keep PBFT."""
+        if self.dispute not in DISPUTE_MODES:
+            raise bad("dispute", f"must be one of {list(DISPUTE_MODES)}")
+        if self.dispute == "pbft":
+            return
+        from aggregators.faultproof import RULE_IDS
+
+        if self.rule not in RULE_IDS:
+            raise bad(
+                "dispute",
+                f"rule {self.rule!r} has no one-step fault proof (rules with one: "
+                f"{sorted(RULE_IDS)}); use --dispute pbft",
+            )
+        try:
+            mode = parse_mode(self.privacy)
+        except ConfigError:
+            return  # reported by the privacy checks
+        if mode not in FAULT_PROOF_PRIVACY:
+            raise bad(
+                "dispute",
+                f"--privacy {mode} hides each update, so no step can replay it (fault proofs "
+                f"need --privacy {' or '.join(FAULT_PROOF_PRIVACY)}); use --dispute pbft",
+            )
 
     def _validate_privacy(self, bad: typing.Callable[..., ConfigError]) -> None:
         """Privacy options: each value, each option against the mode that uses it, the rule

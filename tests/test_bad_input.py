@@ -75,6 +75,14 @@ CLI_CASES = [
     (["demo", "--rule", "bulyan", "--rule-param", "f=2", "--clients", "5"], ["--clients", "5"]),
     # unknown dataset, a dataset needing a local path
     (["demo", "--dataset", "imagenet"], ["--dataset", "imagenet"]),
+    # the dispute mode (issue 22): the fault proof replays plaintext / local-DP rounds of
+    # FedAvg, FedProx, Median and Trimmed mean only
+    (["demo", "--dispute", "vote"], ["--dispute", "vote"]),
+    (["demo", "--dispute", "fault-proof", "--rule", "krum"], ["--dispute", "krum", "pbft"]),
+    (
+        ["demo", "--dispute", "both", "--privacy", "secagg", "--clients", "4"],
+        ["--dispute", "secagg", "hides each update"],
+    ),
     # RPC URL scheme
     (["demo", "--rpc-url", "ftp://127.0.0.1"], ["--rpc-url", "ftp://127.0.0.1"]),
 ]
@@ -218,6 +226,8 @@ SCENARIO_CASES = [
     ('[run]\nrule_params = "f=1"\n', ["[run] rule_params", "f=1"]),
     ("[run]\ncleints = 4\n", ["[run]", "cleints"]),
     ('[run]\nrule = "median"\nrotation = "sideways"\n', ["[run] rotation", "sideways"]),
+    ('[run]\ndispute = "vote"\n', ["[run] dispute", "vote", "fault-proof"]),
+    ('[run]\ndispute = "fault-proof"\nrule = "bulyan"\n', ["[run] dispute", "bulyan"]),
     ('[[aggregator]]\nindex = "0"\npublish = "noise"\n', ["[[aggregator]] #1 index", "'0'"]),
     ("[[aggregator]]\nindex = 9\n", ["[[aggregator]] #1 index", "9"]),
     ('[[aggregator]]\nindex = 0\npublish = "nois"\n', ["nois"]),

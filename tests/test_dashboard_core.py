@@ -528,6 +528,19 @@ def test_node_logs_map_to_run_events() -> None:
     assert sub[1] == {"t": 1, "kind": "gas", "operation": "submitAggregate", "gas": 98210}
     late = m.events({"node": "aggregator-1", "action": "advanceAttempt", "laggard": "0xA0"})
     assert late[0]["kind"] == "timeout" and late[0]["aggregator"] == "aggregator-0"
+    # a testnet process's fault-proof move (issue 22) becomes a game_move event
+    move = m.events(
+        {"t": 2, "node": "aggregator-1", "action": "game-prove", "round": 1, "attempt": 0,
+         "id": 3, "gas": 666607, "role": "challenger"}
+    )  # fmt: skip
+    assert move[0] == {
+        "t": 2, "round": 1, "kind": "game_move", "attempt": 0, "player": "aggregator-1",
+        "move": "prove", "role": "challenger", "id": 3, "gas": 666607,
+    }  # fmt: skip
+    assert m.events({"node": "aggregator-1", "action": "game-open", "round": 1}) == []
+    view = RunView()
+    view.apply(move[0])
+    assert view.rounds[1].attempts[0].games[0]["move"] == "prove"
     vote = m.events({"node": "aggregator-0", "action": "pbft-start", "my_verdict": "upheld"})
     assert vote[0]["pbft"] == "lying" and vote[0]["verdict"] == "upheld"
     assert kinds({"node": "aggregator-1", "action": "pbft-decided", "verdict": "faulty"}) == [

@@ -50,10 +50,19 @@ class AttemptView:
     refused: list[str] = field(default_factory=list)
     undecided: bool = False
     expired: dict[str, Any] | None = None
+    #: fault-proof moves on this attempt's claim, in order (``game_move`` events)
+    games: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def refuted(self) -> bool:
+        """A one-step proof refuted this attempt's claim (a ``prove`` move succeeded)."""
+        return any(m.get("move") == "prove" for m in self.games)
 
     @property
     def outcome(self) -> str:
         """A short word for the attempt's fate."""
+        if self.refuted:
+            return "refuted"
         if self.resolved is not None:
             return "rejected" if self.resolved.get("verdict") == "faulty" else "upheld"
         if self.expired is not None:
@@ -310,6 +319,15 @@ class RunView:
             node = self.nodes.setdefault(str(member), {})
             node["view"] = e.get("view")
             node["view_changes"] = e.get("view_changes")
+
+    def _on_game_move(self, e: dict[str, Any]) -> None:
+        """One fault-proof transaction (docs/fault-proof.md): claim, opening, reveal, pick,
+        one-step proof, timeout, withdrawal."""
+        av = self._attempt_of(e)
+        if av is not None:
+            av.games.append(
+                {k: e.get(k) for k in ("player", "move", "role", "id", "gas", "block", "t")}
+            )
 
     def _on_dispute_resolved(self, e: dict[str, Any]) -> None:
         av = self._attempt_of(e)
@@ -568,7 +586,7 @@ class RunView:
                     "registration": registration(rv),
                     "attested": rv.attested,
                     "attempts": [
-                        {**asdict(av), "outcome": av.outcome}
+                        {**asdict(av), "outcome": av.outcome, "refuted": av.refuted}
                         for _, av in sorted(rv.attempts.items())
                     ],
                     "finalized": rv.finalized,

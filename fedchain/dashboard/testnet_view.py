@@ -100,6 +100,20 @@ class NodeLogMapper:
             event = {**base, "kind": kind, node_field: node}
             event.update({name: line.get(key) for name, key in fields.items()})
             return [event]
+        if action.startswith("game-") and action != "game-open":
+            # a fault-proof move of this aggregator process (issue 22)
+            return [
+                {
+                    **base,
+                    "kind": "game_move",
+                    "attempt": attempt,
+                    "player": node,
+                    "move": action.removeprefix("game-"),
+                    "role": line.get("role"),
+                    "id": line.get("id"),
+                    "gas": line.get("gas"),
+                }
+            ]
         if action == "submitAggregate":
             honest = line.get("honest")
             faulty = None if honest is None else not honest

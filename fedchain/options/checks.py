@@ -61,6 +61,7 @@ def demo_config(args: argparse.Namespace, environ: Mapping[str, str] | None = No
         leave_after_blocks=args.leave_after_blocks,
         min_collection_blocks=args.min_collection_blocks,
         rotation=args.rotation,
+        dispute=args.dispute,
         seed=args.seed,
         out=args.out,
         name=args.name,

@@ -387,6 +387,14 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
         choices=["round-robin", "random"],
         help="how the contract picks each round's aggregator (%(default)s)",
     )
+    g.add_argument(
+        "--dispute",
+        default=d.dispute,
+        choices=["pbft", "fault-proof", "both"],
+        help="how a challenged aggregate is settled: the committee's PBFT vote, the one-step "
+        "fault proof (one honest aggregator suffices; FedAvg, FedProx, Median, Trimmed mean, "
+        "--privacy none or ldp), or both (docs/fault-proof.md) (%(default)s)",
+    )
     g = p.add_argument_group("backends and output")
     _add_backend_option(g)
     g.add_argument(

@@ -124,9 +124,16 @@ def _detection_row(run_dir: Path, summary_path: Path) -> dict[str, Any]:
         outcome = "safe"
     byzantine = scen.get("byzantine_aggregators")
     problems = verdict.get("problems")
+    behaviour = _behaviour(summary)
+    dispute = config.get("dispute", "pbft")
+    if dispute != "pbft":  # issue 22: the one-step fault proof settles (or overrides) disputes
+        behaviour += f" [dispute {dispute}]"
+    dispute_gas = faults.get("dispute_gas_total")
+    if isinstance(dispute_gas, int) and isinstance(faults.get("game_gas_total"), int):
+        dispute_gas += faults["game_gas_total"]  # every game move, claims included
     return {
         "scenario": Path(str(source)).stem,
-        "behaviour": _behaviour(summary),
+        "behaviour": behaviour,
         "n": config.get("aggregators"),
         "f": len(byzantine) if isinstance(byzantine, list) else 0,
         "faulty": faults.get("faulty_aggregates"),
@@ -140,7 +147,7 @@ def _detection_row(run_dir: Path, summary_path: Path) -> dict[str, Any]:
         "view_changes": faults.get("view_changes"),
         "blocks": faults.get("detection_blocks_mean"),
         "seconds": faults.get("detection_seconds_mean"),
-        "dispute_gas": faults.get("dispute_gas_total"),
+        "dispute_gas": dispute_gas,
         "outcome": outcome,
         "identical": verdict.get("identical_to_honest"),
         "expected": verdict.get("expected"),

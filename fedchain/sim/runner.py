@@ -131,6 +131,7 @@ class Demo:
         self.faults = FaultLog(
             self.task, self.store, d.make_oracle(), self.names, self.events, self.clock
         )
+        self.faults.games = d.games
         net = self.scenario.pbft
         self.committee = Committee(
             self.agg_accounts,
@@ -154,6 +155,7 @@ class Demo:
             self.events,
             max_ticks=net.max_ticks,
         )
+        self.disputes.games = d.games if cfg.dispute == "both" else None
         self.recorder = RoundRecorder(
             cfg,
             self.chain,

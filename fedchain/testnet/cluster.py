@@ -247,6 +247,9 @@ def up(
             nodes=nodes,
             started=time.time(),
         )
+        games = demo.deployment.games
+        if games is not None:  # --dispute fault-proof | both: the nodes play the games
+            spec["fault_games"] = games.address
         from fedchain.testnet.pbft_service import assign_ports
 
         assign_ports(spec)

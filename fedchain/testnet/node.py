@@ -139,6 +139,11 @@ class NodeProcess:
         if b.get("rounds") is not None:
             b["rounds"] = frozenset(b["rounds"])
         behaviour = Behaviour(**b)
+        colluders = frozenset(
+            str(n["address"])
+            for n in self.spec["nodes"]
+            if n["role"] == "aggregator" and (n.get("behaviour") or {}).get("pbft") == "colluding"
+        )
         self.node = AggregatorNode(
             self.name,
             self.account,
@@ -147,12 +152,33 @@ class NodeProcess:
             self.store,
             self.manifest,
             behaviour=behaviour,
+            colluders=colluders,
             private=self.private_view,
             leave_after_blocks=self.cfg.leave_after_blocks or None,
+            fault=self._fault_agent(behaviour),
+            dispute=self.cfg.dispute,
         )
         from fedchain.testnet.pbft_service import PbftService
 
         self.replica = PbftService.for_node(self.spec, self.entry, self.node, self.account)
+
+    def _fault_agent(self, behaviour: Any) -> Any:
+        """This aggregator's side of the fault-proof games (``--dispute fault-proof|both``):
+        the same player as in-process, against the testnet's FaultGames contract."""
+        address = self.spec.get("fault_games")
+        if not address:
+            return None
+        from adapters.faultproof import FaultGamesContract
+        from aggregators.fault_agent import FaultAgent
+        from fedchain.sim.driver.deployment import CLAIM_BOND, claim_window
+
+        return FaultAgent(
+            FaultGamesContract(self.chain, address),
+            self.account,
+            window=claim_window(self.cfg),
+            claim_bond=CLAIM_BOND,
+            challenger=behaviour.challenger,
+        )
 
     def run(self, poll: float = 0.1, max_seconds: float | None = None) -> int:
         log(

@@ -26,9 +26,11 @@ from phe.paillier import PaillierPublicKey
 
 from adapters.chain import Chain
 from adapters.contract import TaskConfig, TaskContract
+from adapters.faultproof import FaultGamesContract, OneStepContract
 from adapters.privacy_records import PrivacyRecordsContract, predicted_address
 from adapters.storage import ContentStore, LocalStore, PeerStore, open_store
 from aggregators.behaviours import HONEST, Behaviour
+from aggregators.fault_agent import FaultAgent
 from aggregators.key_holder import KeyHolderNode
 from aggregators.node import AggregatorNode
 from aggregators.registry import make_rule, rule_id
@@ -64,6 +66,7 @@ from protocol.cid import content_digest
 from protocol.errors import ChainError, ConfigError, StorageError
 from protocol.fixedpoint import INT32_MAX, NumericFormat, quantise
 from protocol.manifest import TaskManifest
+from protocol.merkle import ChunkTree
 from protocol.metrics import PhaseClock
 from protocol.payloads import GlobalState, ModelLayout, encode_global_state
 
@@ -238,6 +241,8 @@ class Deployment:
     #: threshold HE: the committee members' accounts and key shares (dealt at deployment)
     decryptors: list[LocalAccount] = field(default_factory=list)
     he_shares: list[tuple[ThresholdKey, KeyShare]] = field(default_factory=list)
+    #: the fault-proof games (``dispute`` fault-proof or both), else None
+    games: FaultGamesContract | None = None
 
     def store_for(self, address: str) -> ContentStore:
         """The store node ``address`` sees: its own plus its peers', or the shared one."""
@@ -357,6 +362,20 @@ class Deployment:
             colluders=self.colluders,
             private=self.private_view(),
             leave_after_blocks=self.cfg.leave_after_blocks or None,
+            fault=self.fault_agent(index, behaviour or self.behaviour(index)),
+            dispute=self.cfg.dispute,
+        )
+
+    def fault_agent(self, index: int, behaviour: Behaviour) -> FaultAgent | None:
+        """Aggregator ``index``'s side of the fault-proof games (None under PBFT only)."""
+        if self.games is None:
+            return None
+        return FaultAgent(
+            self.games,
+            self.agg_accounts[index],
+            window=claim_window(self.cfg),
+            claim_bond=CLAIM_BOND,
+            challenger=behaviour.challenger,
         )
 
     def make_oracle(self) -> AggregatorNode:
@@ -533,6 +552,15 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
         task.register_client(holder)  # it signs its decryption records as the task's client
     for acct in decryptors:
         task.register_client(acct)  # each member signs its decryption-share records
+    games = None
+    if cfg.dispute != "pbft":
+        one_step = OneStepContract.deploy(chain, deployer)
+        games = FaultGamesContract.deploy(
+            chain, deployer, one_step.address, game_clock(cfg), CHALLENGE_BOND
+        )
+        # every aggregate now needs its submitter's claim; the claims' chain of state roots
+        # starts at the initial state's
+        task.set_fault_games(deployer, games.address, ChunkTree(initial).root)
     return Deployment(
         cfg=cfg,
         scenario=scenario,
@@ -554,4 +582,27 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
         he_private_key=he_private_key,
         decryptors=decryptors,
         he_shares=he_shares,
+        games=games,
     )
+
+
+#: Fault-proof bonds (wei): a claim's bond pays its refuter, a challenge's bond pays an
+#: honest submitter for answering (docs/fault-proof.md "Bonds must cover the honest side's
+#: gas"; the embedded chain's gas price makes these generous).
+CLAIM_BOND = WEI_PER_ETH // 10
+CHALLENGE_BOND = WEI_PER_ETH // 100
+
+
+def game_clock(cfg: DemoConfig) -> int:
+    """Each side's chess-clock budget in blocks: the challenge window, and at least two
+    blocks per committee member (on a chain that mines a block per transaction, every other
+    member's transaction between two of a player's turns spends one of its blocks)."""
+    return max(4, cfg.challenge_window, 2 * cfg.aggregators)
+
+
+def claim_window(cfg: DemoConfig) -> int:
+    """Blocks a claim may be challenged: past the task's challenge window counted from the
+    submission one block later (``submitAggregateWithClaim`` requires it), and at least two
+    blocks per committee member (see :func:`game_clock`): a member that disagrees must be
+    able to open its game after the others' transactions of the same blocks."""
+    return max(cfg.challenge_window + 2, 2 * cfg.aggregators)

@@ -61,6 +61,11 @@ class DisputeDriver:
         self._undecided: set[tuple[int, int]] = set()
         self._reported: set[str] = set()
         self._restarts_seen = 0
+        #: "not faulty" certificates carried on-chain, by (round, attempt): under ``dispute
+        #: = "both"`` a later one-step refutation of the same aggregate slashes their signers
+        self.upheld: dict[tuple[int, int], Any] = {}
+        #: the fault-proof games (``both``), else None
+        self.games: Any = None
 
     def eligible(self, address: str) -> bool:
         """May ``address`` sign a certificate now (registered, not slashed on-chain)?"""
@@ -137,6 +142,8 @@ class DisputeDriver:
             gas=int(receipt["gasUsed"]),
             block=int(receipt["blockNumber"]),
         )
+        if not outcome.certificate.faulty:
+            self.upheld[key] = outcome.certificate
         self._emit_slashes(receipt)
         return True
 
@@ -154,6 +161,40 @@ class DisputeDriver:
                 restored=record.restored,
             )
         self._restarts_seen = len(self.committee.restarts)
+    def slash_refuted_certificates(self) -> bool:
+        """A certificate that called an aggregate "not faulty" whose claim a one-step proof
+        then refuted: an honest member sends it to ``slashRefutedCertificate``, which slashes
+        every signer (docs/fault-proof.md, "PBFT becomes accountable")."""
+        if self.games is None or not self.upheld:
+            return False
+        acted = False
+        for key, cert in list(self.upheld.items()):
+            cid = self.task.claim_of(*key)
+            if cid is None or not self.games.view("refuted", cid):
+                continue
+            del self.upheld[key]
+            honest = [i for i, b in enumerate(self.committee.behaviours) if b == "honest"] or [0]
+            sender = self.accounts[honest[0]]
+            _, _, _, view, sigs = cert.to_contract_args()
+            try:
+                receipt = self.task.slash_refuted_certificate(
+                    sender, key[0], key[1], cert.aggregate_digest, view, sigs
+                )
+            except ContractRevert as exc:
+                self.events.emit("slash_refused", round=key[0], attempt=key[1], error=str(exc))
+                continue
+            acted = True
+            self.faults.attempt(*key)["certificate_slashed"] = int(receipt["gasUsed"])
+            self.events.emit(
+                "certificate_slashed",
+                round=key[0],
+                attempt=key[1],
+                claim=cid,
+                signers=[self.names.get(s, s) for s, _ in cert.signatures],
+                gas=int(receipt["gasUsed"]),
+            )
+            self._emit_slashes(receipt)
+        return acted
 
     def _votes(self, instance: Instance, outcome: DisputeOutcome) -> list[dict[str, Any]]:
         """Per member: PBFT behaviour, own re-execution verdict, decision, certificate."""

@@ -16,7 +16,7 @@ from adapters.contract import Phase, TaskContract
 from adapters.storage import ContentStore, has_digest
 from aggregators.behaviours import Behaviour
 from aggregators.node import AggregatorEvent, AggregatorNode
-from fedchain.sim.driver.events import EventLog
+from fedchain.sim.driver.events import EventLog, emit_stakes
 from protocol.metrics import PhaseClock
 
 
@@ -48,6 +48,8 @@ class FaultLog:
         self.privacy_notes: dict[int, dict[str, Any]] = {}
         self.selections: dict[int, dict[str, Any]] = {}
         self._attesting: set[int] = set()
+        #: the fault-proof games contract (``--dispute fault-proof|both``), read for claims
+        self.games: Any = None
 
     def attempt(self, round_: int, attempt: int) -> dict[str, Any]:
         return self.attempts.setdefault(
@@ -110,6 +112,8 @@ class FaultLog:
                 excluded=ev.detail["excluded"],
                 gas_submit=ev.detail["gas"],
             )
+            if "claim" in ev.detail:
+                rec["claim"] = ev.detail["claim"]
             self.events.emit(
                 "aggregate_submitted",
                 round=ev.round,
@@ -178,6 +182,30 @@ class FaultLog:
                 held=ev.detail["held"],
                 updates=ev.detail["updates"],
             )
+        elif ev.action.startswith("game-"):
+            self._game(name, ev)
+        elif ev.action == "rejectRefuted":
+            # the task discards an aggregate whose claim a one-step proof refuted: the
+            # submitter is slashed and the round re-opens at the next attempt
+            rec = self.attempt(ev.round, ev.detail["attempt"])
+            rec.update(
+                refuted_rejected=True,
+                rejected_by=name,
+                reject_block=ev.detail["block"],
+                gas_reject=ev.detail["gas"],
+            )
+            submitter = str(ev.detail.get("submitter") or "")
+            self.events.emit(
+                "refuted_rejected",
+                round=ev.round,
+                attempt=ev.detail["attempt"],
+                claim=ev.detail.get("claim"),
+                submitter=self.names.get(submitter, submitter),
+                by=name,
+                block=ev.detail["block"],
+                gas=ev.detail["gas"],
+            )
+            emit_stakes(self.events, self.task, self._members())
         elif ev.action == "challenge":
             rec = self.attempt(ev.round, ev.detail["attempt"])
             rec["challenges"].append(
@@ -198,6 +226,28 @@ class FaultLog:
             self.events.emit(
                 "phase", round=ev.round, attempt=ev.detail["attempt"], phase="disputed"
             )
+
+    def _members(self) -> dict[str, str]:
+        """Committee addresses -> names, in committee order."""
+        return {a: self.names.get(a, a) for a in self.task.aggregators()}
+
+    def _game(self, name: str, ev: AggregatorEvent) -> None:
+        """A fault-proof move (docs/fault-proof.md): one ``game_move`` event per transaction,
+        kept per attempt (``games``) with its gas."""
+        move = ev.action.removeprefix("game-")
+        if move == "open":
+            return  # the openLeaf / openDescent transaction itself follows as a move
+        attempt = int(ev.detail.get("attempt", 0))
+        rec = self.attempt(ev.round, attempt)
+        entry = {
+            "player": name,
+            "move": move,
+            "id": ev.detail.get("id"),
+            "role": ev.detail.get("role"),
+            "gas": ev.detail.get("gas"),
+        }
+        rec.setdefault("games", []).append(entry)
+        self.events.emit("game_move", round=ev.round, attempt=attempt, **entry)
 
     def equivocation(self, round_: int, offender: str, reporter: str, kind: str, gas: int) -> None:
         """An equivocating member was slashed on a replica's recorded evidence."""
@@ -239,8 +289,15 @@ class FaultLog:
                 sum(c.get("gas") or 0 for c in rec["challenges"])
                 + sum(d.get("gas_resolve", 0) for d in rec["disputes"])
                 + (rec.get("gas_expire") or 0)
+                + (rec.get("gas_reject") or 0)
             )
-            rec["rejected"] = any(d.get("verdict") == "faulty" for d in rec["disputes"])
+            rec["rejected"] = any(d.get("verdict") == "faulty" for d in rec["disputes"]) or bool(
+                rec.get("refuted_rejected")
+            )
+            if "claim" in rec and self.games is not None:
+                rec["claim_refuted"] = bool(self.games.view("refuted", rec["claim"]))
+            if rec.get("games"):
+                rec["game_gas"] = sum(m.get("gas") or 0 for m in rec["games"])
             out.append(rec)
         return out
 
@@ -260,6 +317,11 @@ def fault_summary(
         for a in submitted_faulty
         for d in a["disputes"]
         if d.get("verdict") == "faulty" and "blocks_from_submission" in d
+    ]
+    detect_blocks += [  # a one-step refutation: submission to rejectRefuted
+        a["reject_block"] - a["submit_block"]
+        for a in submitted_faulty
+        if a.get("refuted_rejected") and "reject_block" in a and "submit_block" in a
     ]
     detect_seconds = [
         d["seconds_from_submission"]
@@ -283,6 +345,18 @@ def fault_summary(
         "detection_blocks_mean": mean_or_none(detect_blocks),
         "detection_seconds_mean": mean_or_none(detect_seconds),
         "dispute_gas_total": sum(a["dispute_gas"] for a in attempts),
+        # the fault proof (docs/fault-proof.md): claims refuted by a one-step proof, the
+        # honest claims among them (must be 0), every game transaction's gas
+        "claims": sum(1 for a in attempts if "claim" in a),
+        "claims_refuted": sum(1 for a in attempts if a.get("claim_refuted")),
+        "honest_claims_refuted": sum(
+            1 for a in attempts if a.get("claim_refuted") and not a.get("faulty")
+        ),
+        "faulty_claims_unrefuted": sum(
+            1 for a in submitted_faulty if "claim" in a and not a.get("claim_refuted")
+        ),
+        "game_moves": sum(len(a.get("games", [])) for a in attempts),
+        "game_gas_total": sum(a.get("game_gas", 0) for a in attempts),
         "crashes": crashes,
         "equivocations": equivocations or [],
     }

@@ -88,6 +88,7 @@ class BlockLoop:
                 acted |= self._step_aggregators(round_)
                 with self.clock.phase(round_, "dispute"):
                     acted |= self.disputes.step(round_)
+                    acted |= self.disputes.slash_refuted_certificates()
                 if self.disputes.stalled is not None:
                     self.stalled = self.disputes.stalled
                 acted |= self._restart_crashed()

@@ -1,0 +1,242 @@
+"""An aggregator node's side of the fault-proof games across rounds (``--dispute fault-proof``
+or ``both``, docs/fault-proof.md).
+
+:class:`FaultAgent` sits beside an :class:`~aggregators.node.AggregatorNode` and keeps one
+:class:`~aggregators.fault_player.FaultPlayer` per submission it takes part in:
+
+* as the chosen aggregator, :meth:`FaultAgent.claim` posts a claim for the state it publishes
+  (a Byzantine aggregator claims the state its behaviour published: it can only reveal the
+  tree of what it claimed, so a lie is refuted or loses on its clock);
+* as a committee member, :meth:`FaultAgent.watch` checks another member's claim against its
+  own re-execution and, if they differ, opens a game (a leaf game on the first differing chunk
+  when the published state can be fetched, else a descent) - unless its behaviour spares the
+  submitter (a colluding partner) or never challenges; a frivolous member opens a leaf game
+  on an honest claim;
+* :meth:`FaultAgent.play` makes every move due on every game it is in (reveal, pick, prove,
+  defend, post, timeout) and withdraws what a settled game credited it.
+
+The round a step replays is built by :func:`round_view` from the inputs every honest member
+holds: the previous state, every registered update in registration order (an update that is
+unavailable or invalid is excluded, its row the zero vector) and the registered weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+from eth_account.signers.local import LocalAccount
+
+from adapters.faultproof import FaultGamesContract
+from aggregators.execution import privacy_of
+from aggregators.fault_player import FaultPlayer, RoundView
+from aggregators.faultproof import StepRule
+from protocol.errors import CodecError, FedchainError
+from protocol.manifest import TaskManifest
+from protocol.merkle import ChunkTree
+from protocol.payloads import decode_global_state, decode_update_bit
+
+__all__ = ["FaultAgent", "GameMove", "round_view"]
+
+_CHALLENGER_MOVES = ("openLeaf", "openDescent", "pickNode", "prove")
+_SUBMITTER_MOVES = ("postClaim", "revealLeaf", "revealNodes", "defendExclusion", "postChunk")
+
+
+@dataclass(frozen=True)
+class GameMove:
+    """One transaction an agent sent in a game (for the event log and the dashboard)."""
+
+    round: int
+    attempt: int
+    move: str
+    ref: int  # the game id (the claim id for postClaim / openLeaf / openDescent)
+    gas: int
+    role: str  # "submitter" | "challenger"
+
+
+def round_view(
+    manifest: TaskManifest,
+    round_: int,
+    global_payload: bytes,
+    payloads: Sequence[bytes | None],
+    num_samples: Sequence[int],
+) -> RoundView:
+    """The round as an honest member replays it: every registered update in registration
+    order, the unavailable or invalid ones excluded (their row is the zero vector)."""
+    layout, fmt = manifest.layout, manifest.numeric
+    prev = decode_global_state(layout, global_payload).params.astype(np.int64)
+    clip_bit = privacy_of(manifest).adaptive_clip
+    rows: list[np.ndarray] = []
+    excluded: list[int] = []
+    for i, payload in enumerate(payloads):
+        row = None
+        if payload is not None:
+            try:
+                row = decode_update_bit(layout, fmt, round_, payload, clip_bit)[0]
+            except CodecError:
+                row = None
+        if row is None:
+            excluded.append(i)
+            row = np.zeros(prev.size, np.int32)
+        rows.append(np.asarray(row, np.int32))
+    return RoundView(
+        StepRule.of(manifest.rule, dict(manifest.rule_params)),
+        prev,
+        rows,
+        [int(w) for w in num_samples],
+        excluded,
+        value_bound=int(fmt.value_bound),
+    )
+
+
+class FaultAgent:
+    """One aggregator's claims and challenges (see the module docstring)."""
+
+    def __init__(
+        self,
+        games: FaultGamesContract,
+        account: LocalAccount,
+        *,
+        window: int,
+        claim_bond: int,
+        challenger: str = "honest",
+        spare: frozenset[str] = frozenset(),
+    ) -> None:
+        self.games = games
+        self.account = account
+        self.window = window
+        self.claim_bond = claim_bond
+        #: honest | never | frivolous (aggregators.behaviours.Behaviour.challenger)
+        self.challenger = challenger
+        #: submitters this agent never challenges (its colluding partners)
+        self.spare = spare
+        self.players: dict[tuple[int, int], FaultPlayer] = {}
+        self.claims: dict[tuple[int, int], int] = {}
+        self.watched: set[tuple[int, int]] = set()
+        self.moves: list[GameMove] = []
+        self._logged: dict[tuple[int, int], int] = {}
+        self._returned = 0
+
+    # -- submitter -------------------------------------------------------------------------
+
+    def claim(self, round_: int, attempt: int, view: RoundView, state: np.ndarray) -> int:
+        """Post the claim for the state this aggregator publishes in (round, attempt)."""
+        key = (round_, attempt)
+        player = self.players.setdefault(key, FaultPlayer(self.games, self.account, view))
+        cid = player.post_claim(np.asarray(state, np.int64), self.window, self.claim_bond)
+        self.claims[key] = cid
+        self._drain(key)
+        return cid
+
+    # -- committee member ------------------------------------------------------------------
+
+    def claimed_root(self, claim_id: int) -> bytes:
+        """The new state root claim ``claim_id`` commits to."""
+        return bytes(self.games.view("claim", claim_id)[13])
+
+    def watch(
+        self,
+        round_: int,
+        attempt: int,
+        view: RoundView,
+        claim_id: int,
+        submitter: str,
+        claimed: np.ndarray | None,
+    ) -> bool:
+        """Check another member's claim; open a game if this member's behaviour says so.
+        ``claimed`` is the published state if it could be fetched. True if a game opened."""
+        key = (round_, attempt)
+        if key in self.watched or key in self.claims or self.challenger == "never":
+            return False
+        self.watched.add(key)
+        if submitter in self.spare:
+            return False
+        player = self.players.setdefault(key, FaultPlayer(self.games, self.account, view))
+        honest = bytes(self.games.view("claim", claim_id)[13]) == view.honest_tree.root
+        if self.challenger == "frivolous":
+            if not honest:
+                return False  # it challenges only what it agrees with
+            player._tx("openLeaf", claim_id, 0, value=int(self.games.view("challengeBond")))
+            player.watched.add(claim_id)
+            self._drain(key)
+            return True
+        if claimed is not None and ChunkTree(claimed).root != bytes(
+            self.games.view("claim", claim_id)[13]
+        ):
+            claimed = None  # the fetched bytes are not what was claimed: descend
+        opened = player.watch(claim_id, claimed) is not None
+        self._drain(key)
+        return opened
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def play(self, limit: int | None = None) -> list[GameMove]:
+        """Every move due now on every game of this agent (at most ``limit`` transactions:
+        on a chain that mines a block per transaction, each one spends a block of everyone's
+        windows); returns the moves made since the last call (claims and openings included)."""
+        budget = limit
+        for key, player in list(self.players.items()):
+            if budget is not None and budget <= 0:
+                break
+            start = len(player.log)
+
+            room = partial(_room, player, start, budget)
+            done = False
+            try:
+                player.play(budget)
+                if room():
+                    done = self._settle(player, room)
+                if room():
+                    player.withdraw()
+                done = done and int(self.games.view("credits", self.account.address)) == 0
+            except FedchainError as exc:  # a move refused (e.g. raced): try next block
+                self.moves.append(GameMove(key[0], key[1], f"refused:{exc}", -1, 0, "-"))
+            if budget is not None:
+                budget -= len(player.log) - start
+            self._drain(key)
+            if done:  # nothing can change on its claims any more: stop polling them
+                del self.players[key]
+        new, self._returned = self.moves[self._returned :], len(self.moves)
+        return new
+
+    def _settle(self, player: FaultPlayer, room: Callable[[], bool]) -> bool:
+        """Release this agent's settled, unrefuted claims (the bond comes back as credit);
+        True once nothing can change on the player's claims any more."""
+        block = self.games.chain.block_number() + 1  # the block a transaction lands in
+        done = True
+        for cid in sorted(set(player.claimed) | player.watched):
+            c = self.games.view("claim", cid)
+            window_end, open_games, refuted, released = int(c[5]), int(c[6]), c[8], c[9]
+            closed = open_games == 0 and (refuted or block > window_end)
+            if closed and cid in player.claimed and not refuted and not released and room():
+                player._tx("release", cid)
+                released = True
+            done &= closed and (refuted or released or cid not in player.claimed)
+        return done
+
+    def refuted(self, claim_id: int) -> bool:
+        return bool(self.games.view("refuted", claim_id))
+
+    def settled(self, claim_id: int) -> bool:
+        return bool(self.games.view("settled", claim_id))
+
+    def _drain(self, key: tuple[int, int]) -> None:
+        player = self.players[key]
+        start = self._logged.get(key, 0)
+        for name, ref, gas in player.log[start:]:
+            role = "-"
+            if name in _CHALLENGER_MOVES:
+                role = "challenger"
+            elif name in _SUBMITTER_MOVES:
+                role = "submitter"
+            if name == "postClaim":
+                ref = self.claims.get(key, ref)
+            self.moves.append(GameMove(key[0], key[1], name, ref, gas, role))
+        self._logged[key] = len(player.log)
+
+
+def _room(player: FaultPlayer, start: int, budget: int | None) -> bool:
+    """May ``player`` send one more transaction within ``budget`` (counted from ``start``)?"""
+    return budget is None or len(player.log) - start < budget
