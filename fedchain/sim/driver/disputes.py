@@ -161,6 +161,7 @@ class DisputeDriver:
                 restored=record.restored,
             )
         self._restarts_seen = len(self.committee.restarts)
+
     def slash_refuted_certificates(self) -> bool:
         """A certificate that called an aggregate "not faulty" whose claim a one-step proof
         then refuted: an honest member sends it to ``slashRefutedCertificate``, which slashes
