@@ -687,7 +687,8 @@ contract FedChainTask is FedChainTaskStorage {
 
     /// @notice Discards the submitted (or disputed) aggregate of `round` whose claim was
     ///         refuted in FaultGames, like a faulty verdict: the submitter loses its stake and
-    ///         the aggregate bond (half credited to the caller, half burned), an open PBFT
+    ///         the aggregate bond (all burned: the caller gains nothing, since the submitter could
+    ///         call this itself; the refuter is paid by FaultGames), an open PBFT
     ///         challenge gets its bond back, and the round re-opens at attempt + 1. Anyone.
     function rejectRefuted(uint256 round) external {
         (round); // forwarded in msg.data
@@ -696,8 +697,8 @@ contract FedChainTask is FedChainTaskStorage {
 
     /// @notice Slashes every (not yet slashed) signer of a commit certificate that called the
     ///         aggregate of (`round`, `attempt`) "not faulty" while the FaultGames claim bound
-    ///         to it was refuted: the one-step proof contradicts what they signed. The caller
-    ///         is credited half of the slashed stakes, the rest is burned. Anyone.
+    ///         to it was refuted: the one-step proof contradicts what they signed. Every slashed
+    ///         stake is burned (the caller gains nothing: a signer could report itself). Anyone.
     /// @param aggregateDigest The digest the certificate names (the submission's).
     /// @param signatures At least commitQuorum() valid signatures over
     ///        `verdictDigest(round, attempt, aggregateDigest, false, viewNumber)`, sorted by

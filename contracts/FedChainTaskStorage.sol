@@ -357,8 +357,8 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     ///         `claimId`; `finalize` waits until that claim is settled.
     event AggregateClaimed(uint256 indexed round, uint256 attempt, uint256 claimId);
     /// @notice The claim of (`round`, `attempt`) was refuted: the aggregate is discarded, its
-    ///         submitter lost `slashedAmount` (stake + aggregate bond), `reporter` was credited
-    ///         `reward` (half) and `treasuryAmount` was burned; the round re-opens at attempt + 1.
+    ///         submitter lost `slashedAmount` (stake + aggregate bond), all burned (`reward` is 0:
+    ///         the refuter is paid by FaultGames); the round re-opens at attempt + 1.
     event RefutedAggregateRejected(
         uint256 indexed round,
         uint256 attempt,
@@ -370,7 +370,7 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     );
     /// @notice A commit certificate called the aggregate of (`round`, `attempt`) "not faulty"
     ///         while its claim `claimId` was refuted: its `slashedSigners` unslashed signers
-    ///         lost their stakes; `reporter` was credited `reward` (half), the rest burned.
+    ///         lost their stakes, all burned (`reward` is 0: a signer could report itself).
     event RefutedCertificateSlashed(
         uint256 indexed round,
         uint256 attempt,

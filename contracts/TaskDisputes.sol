@@ -233,7 +233,6 @@ contract TaskDisputes is FedChainTaskStorage {
         address submitter = _aggregators[rs.aggregatorIndex];
         AggregatorState storage sub = _aggregatorState[submitter];
         uint256 slashedAmount = sub.stake + _aggregateBond;
-        uint256 reward = slashedAmount / 2;
         sub.stake = 0;
         sub.slashed = true;
         rs.challenger = address(0);
@@ -242,10 +241,11 @@ contract TaskDisputes is FedChainTaskStorage {
         _reopen(rs);
         // an open PBFT challenge was right: its bond comes back
         if (status == Phase.Disputed) _credit(challenger, _challengeBond);
-        _credit(msg.sender, reward);
-        _credit(_BURN, slashedAmount - reward);
+        // INVARIANT: the caller gains nothing: the slashed submitter could call this itself.
+        // The refuter is paid by FaultGames (the claim's bond); the whole stake is burned.
+        _credit(_BURN, slashedAmount);
         emit Slashed(submitter, slashedAmount);
-        emit RefutedAggregateRejected(round, attempt, claimId, msg.sender, slashedAmount, reward, slashedAmount - reward);
+        emit RefutedAggregateRejected(round, attempt, claimId, msg.sender, slashedAmount, 0, slashedAmount);
     }
 
     /// @notice Body of `FedChainTask.slashRefutedCertificate` (see its NatSpec), run by
@@ -272,12 +272,10 @@ contract TaskDisputes is FedChainTaskStorage {
             _slashSigners(_verdictDigest(round, attempt, aggregateDigest, false, viewNumber), signatures);
         // INVARIANT: a certificate slashes once.
         if (slashedSigners == 0) revert CertificateAlreadySlashed(round, attempt);
-        uint256 reward = total / 2;
-        _credit(msg.sender, reward);
-        _credit(_BURN, total - reward);
-        emit RefutedCertificateSlashed(
-            round, attempt, claimId, viewNumber, msg.sender, slashedSigners, reward, total - reward
-        );
+        // INVARIANT: the caller gains nothing: a slashed signer could report its own
+        // certificate. Every slashed stake is burned.
+        _credit(_BURN, total);
+        emit RefutedCertificateSlashed(round, attempt, claimId, viewNumber, msg.sender, slashedSigners, 0, total);
     }
 
     /// @dev Slashes every not yet slashed signer of `signatures` over `digest` (at least

@@ -167,7 +167,7 @@ class DisputesMixin(ViewsMixin):
 
     def reject_refuted(self, acct: LocalAccount, round: int) -> Any:
         """Discard ``round``'s aggregate whose claim was refuted (submitter slashed, the
-        caller credited half, the round re-opened at attempt + 1). Anyone."""
+        whole slashed amount burned: the caller gains nothing, the round re-opened at attempt + 1). Anyone."""
         return self._tx(acct, "rejectRefuted", round)
 
     def slash_refuted_certificate(
@@ -181,7 +181,7 @@ class DisputesMixin(ViewsMixin):
     ) -> Any:
         """Slash every signer of a "not faulty" commit certificate on (``round``,
         ``attempt``) whose claim was refuted; ``signatures`` as for :meth:`resolve_dispute`
-        (sorted by signer, slashed signers included). Anyone; the caller gets half."""
+        (sorted by signer, slashed signers included). Anyone; every slashed stake is burned (the caller gains nothing)."""
         sigs = [bytes(sig) for sig in signatures]
         return self._tx(
             acct,

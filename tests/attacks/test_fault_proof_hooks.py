@@ -209,15 +209,15 @@ def test_refuted_claim_advances_the_attempt_and_slashes_its_submitter(h: Hooked)
                 "claimId": cid,
                 "reporter": reporter.address,
                 "slashedAmount": slashed,
-                "reward": slashed // 2,
-                "treasuryAmount": slashed - slashed // 2,
+                "reward": 0,
+                "treasuryAmount": slashed,
             },
         ),
     ]
     info_ = task.aggregator_info(agg.address)
     assert info_.slashed and info_.stake == 0
     assert task.round_info(1).attempt == 1 and task.phase(1) == Phase.AGGREGATING
-    assert task.credits(reporter.address) == slashed // 2
+    assert task.credits(reporter.address) == 0
     assert chosen(h.s) != agg
     # the next aggregator's honest claim finalizes the round
     submit(h, h.r.honest(), "agg2")
@@ -254,8 +254,9 @@ def test_signers_of_a_contradicted_certificate_are_slashed(h: Hooked) -> None:
     total = sum(stakes[a] for a in slashed)
     last = events[-1]
     assert last.name == "RefutedCertificateSlashed"
-    assert last.args["slashedSigners"] == 2 and last.args["reward"] == total // 2
-    assert task.credits(reporter.address) == total // 2
+    assert last.args["slashedSigners"] == 2 and last.args["reward"] == 0
+    assert last.args["treasuryAmount"] == total
+    assert task.credits(reporter.address) == 0
     for a in colluders:
         assert task.aggregator_info(a.address).slashed
     assert not task.aggregator_info(honest_member.address).slashed
@@ -319,3 +320,43 @@ def test_fault_games_are_fixed_before_anyone_stakes(task_factory: Any) -> None:
     assert u.task.fault_games() == "0x" + "00" * 20
     with pytest.raises(NoFaultGames):
         u.task.submit_aggregate_with_claim(u.aggregators[0], 1, dg("x"), 0)
+
+
+def test_a_refuted_submitter_recovers_nothing_by_rejecting_itself(h: Hooked) -> None:
+    """Attack: the submitter of a refuted claim sends ``rejectRefuted`` itself (or through a
+    second identity) to be credited part of its own slashed stake. The task burns all of it;
+    the refuter is paid by FaultGames (the claim bond), so no caller of the hook gains."""
+    task = h.task
+    claimed = faulty(h.r, j=3)
+    agg, cid, _ = submit(h, claimed)
+    refute(h, cid, claimed, agg)
+    before = task.credits(agg.address)
+    stake = task.aggregator_info(agg.address).stake
+    burned = task.credits(BURN)
+    task.reject_refuted(agg, 1)
+    assert task.credits(agg.address) == before
+    assert task.credits(BURN) - burned == stake + task.config().aggregate_bond
+    assert_accounting(h.s)
+
+
+def test_a_certificate_signer_recovers_nothing_by_reporting_its_own_certificate(
+    h: Hooked,
+) -> None:
+    """Attack: a colluding signer of a "not faulty" certificate on a refuted aggregate reports
+    the certificate itself, to be credited part of every signer's slashed stake (its own
+    included). The task burns every slashed stake."""
+    task, s = h.task, h.s
+    claimed = faulty(h.r, j=3)
+    agg, cid, digest = submit(h, claimed)
+    honest_member = next(a for a in s.aggregators if a != agg)
+    colluders = [a for a in s.aggregators if a != honest_member]
+    task.challenge(honest_member, 1)
+    sigs = [sig_of(s, a, 1, 0, digest, False) for a in by_address(colluders)]
+    task.resolve_dispute(s.owner, 1, 0, False, 0, sigs)
+    refute(h, cid, claimed, agg)
+    task.reject_refuted(s.spare[1], 1)
+    signer = next(a for a in colluders if a != agg)
+    before = task.credits(signer.address)
+    task.slash_refuted_certificate(signer, 1, 0, digest, 0, sigs)
+    assert task.credits(signer.address) == before
+    assert_accounting(s)
