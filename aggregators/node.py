@@ -10,8 +10,9 @@ One :meth:`AggregatorNode.step` reads the contract and does what the protocol as
   them), verify each against its on-chain digest (the store does), run the rule, publish the
   new global state and ``submitAggregate``;
 * the chosen aggregator let its deadline pass: ``advanceAttempt`` (anyone may);
-* another node submitted: re-execute the round and compare digests; a mismatch or an
-  unavailable aggregate is challenged (bonded) inside the window;
+* another node submitted: re-execute the round and compare digests and the stopping rule's
+  decision (``aggregators.stopping``); a mismatch or an unavailable aggregate is challenged
+  (bonded) inside the window;
 * the challenge window is over: ``finalize``;
 * a dispute went unresolved past its deadline: ``expireDispute`` (anyone may).
 
@@ -68,10 +69,17 @@ class Verification:
     submitted: bytes
     expected: bytes
     available: bool
+    #: the submission's stop claim and the re-executed stopping decision
+    submitted_stop: bool = False
+    expected_stop: bool = False
 
     @property
     def agrees(self) -> bool:
-        return self.available and self.submitted == self.expected
+        return (
+            self.available
+            and self.submitted == self.expected
+            and self.submitted_stop == self.expected_stop
+        )
 
 
 @dataclass
@@ -263,6 +271,7 @@ class AggregatorNode:
             self.withheld.add((round_, chosen.attempt))
             return [AggregatorEvent(round_, "withhold", {"attempt": chosen.attempt})]
         digest = content_digest(publication.payload)
+        stop = result.stop if publication.stop is None else publication.stop
         with self.clock.phase(round_, "publish"):
             if publication.available:
                 self.store.put(publication.payload)
@@ -274,11 +283,14 @@ class AggregatorNode:
             return self._try(
                 round_,
                 "submitAggregate",
-                lambda: self.task.submit_aggregate(self.account, round_, digest),
+                lambda: self.task.submit_aggregate(self.account, round_, digest, stop=stop),
                 {
                     "attempt": chosen.attempt,
                     "digest": digest.hex(),
-                    "honest": digest == result.digest and publication.available,
+                    "honest": digest == result.digest
+                    and publication.available
+                    and stop == result.stop,
+                    "stop": stop,
                     "included": list(result.included),
                     "excluded": {str(k): v for k, v in result.excluded.items()},
                     "privacy": result.notes,
@@ -295,7 +307,7 @@ class AggregatorNode:
             self._crash_here("before-verify", round_)
             with self.clock.phase(round_, "verify"):
                 verification = self.verify(
-                    round_, info.submission_attempt, submitter, info.aggregate_digest
+                    round_, info.submission_attempt, submitter, info.aggregate_digest, info.stop
                 )
             self.verifications[key] = verification
             events.append(
@@ -353,7 +365,7 @@ class AggregatorNode:
         submitter = info.aggregator or ""
         if self.behaviour.pbft == "colluding" and submitter in self.colluders:
             return False
-        verification = self.verify(round_, attempt, submitter, digest)
+        verification = self.verify(round_, attempt, submitter, digest, info.stop)
         return not verification.agrees
 
     # -- computation -----------------------------------------------------------------------
@@ -390,11 +402,15 @@ class AggregatorNode:
         self._cache = {key: (result, inputs)}
         return result, inputs
 
-    def verify(self, round_: int, attempt: int, submitter: str, submitted: bytes) -> Verification:
-        """Re-execute round ``round_`` and compare with the submitted digest."""
+    def verify(
+        self, round_: int, attempt: int, submitter: str, submitted: bytes, stop: bool = False
+    ) -> Verification:
+        """Re-execute round ``round_`` and compare with the submitted digest and stop claim."""
         expected, _ = self.compute(round_)
         available = has_digest(self.store, submitted)
-        return Verification(round_, attempt, submitter, submitted, expected.digest, available)
+        return Verification(
+            round_, attempt, submitter, submitted, expected.digest, available, stop, expected.stop
+        )
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -108,6 +108,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         uint8 aggregatorIndex; // committee index of the current attempt's submitter
         uint16 attestCount; // members that attested (at most 256)
         uint32 updateCount; // updates registered
+        bool stop; // the submitted aggregate ends the task (the stopping rule's decision)
         // slot 1
         bytes32 aggregateDigest;
         // slot 2: written by a challenge, cleared when its dispute ends
@@ -142,6 +143,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         uint32 attestCount; // members that attested for this round
         uint64 attestEnd; // closeBlock + attestWindow (0 while closeBlock is 0)
         bool availabilityFixed; // the included set can no longer change
+        bool stop; // the submission claims the stopping rule ends the task
     }
 
     /// @dev One slot, so the rotation walk reads one slot per candidate.
@@ -393,7 +395,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     address private constant _BURN = address(0);
 
     // One slot: what every round transaction reads first.
-    uint64 private _currentRound; // 0 before start; stays at numRounds after completion
+    uint64 private _currentRound; // 0 before start; stays at the last round after completion
     bool private _started;
     bool private _completed; // also set by abortTask (see the TaskAborted event)
     uint16 private _committeeSize; // frozen at start
@@ -824,7 +826,9 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     ///         `aggregateBond`. Opens the challenge window until submitBlock + challengeWindow.
     /// @param round Must be the current round, with collection closed.
     /// @param digest SHA-256 of the canonical bytes of the new global model (non-zero).
-    function submitAggregate(uint256 round, bytes32 digest) external payable {
+    /// @param stop The task's stopping rule ends the task with this round (re-executed and
+    ///        challengeable like the digest; a finalized stop completes the task).
+    function submitAggregate(uint256 round, bytes32 digest, bool stop) external payable {
         RoundState storage rs = _currentRoundState(round);
         // INVARIANT: aggregation starts only once the included set is fixed.
         _requireAggregating(round, rs);
@@ -844,6 +848,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         rs.aggregatorIndex = uint8(chosenIndex);
         rs.submitBlock = _blockNow();
         rs.aggregateDigest = digest;
+        rs.stop = stop;
         emit AggregateSubmitted(round, rs.attempt, msg.sender, digest, block.number + _challengeWindow);
     }
 
@@ -897,7 +902,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         rs.status = Phase.Finalized;
         _credit(aggregator, _aggregateBond);
         emit RoundFinalized(round, digest, aggregator);
-        _openNext(round, digest);
+        _openNext(round, digest, rs.stop);
     }
 
     /// @notice Ends `round` without an aggregate when its collection timed out short of
@@ -916,13 +921,13 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         rs.status = Phase.Finalized;
         rs.aggregateDigest = digest;
         emit RoundSkipped(round, rs.updateCount, digest);
-        _openNext(round, digest);
+        _openNext(round, digest, false);
     }
 
     /// @dev Opens the round after `round` (whose global model is `digest`), or completes the
-    ///      task after the last one.
-    function _openNext(uint256 round, bytes32 digest) private {
-        if (round == _numRounds) {
+    ///      task after the last one or a finalized stop.
+    function _openNext(uint256 round, bytes32 digest, bool stop) private {
+        if (stop || round == _numRounds) {
             _completed = true;
             emit TaskCompleted(round, digest);
         } else {
@@ -1290,7 +1295,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         attempt = rs.attempt;
     }
 
-    /// @notice The current round (1-based); 0 before `start`, numRounds after completion.
+    /// @notice The current round (1-based); 0 before `start`, the last round (numRounds, or
+    ///         the round whose finalized stop completed the task) after completion.
     function currentRound() external view returns (uint256) {
         return _currentRound;
     }
@@ -1351,6 +1357,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         if (rs.status != Phase.Pending) {
             info.aggregator = _aggregators[rs.aggregatorIndex];
             info.aggregateDigest = rs.aggregateDigest;
+            info.stop = rs.stop;
             info.submitBlock = rs.submitBlock;
             info.challengeDeadline = rs.submitBlock + uint64(_challengeWindow);
             info.submissionAttempt = rs.attempt;

@@ -288,7 +288,7 @@ contract RecordsHandler is RecordsFixture {
         } else if (phase == FedChainTask.Phase.Aggregating) {
             (address chosen,,) = task.currentAggregator();
             vm.prank(chosen);
-            task.submitAggregate{value: BOND}(round, honestDigest(round));
+            task.submitAggregate{value: BOND}(round, honestDigest(round), false);
         } else if (phase == FedChainTask.Phase.Submitted) {
             vm.roll(task.getRound(round).challengeDeadline + 1);
             task.finalize(round);

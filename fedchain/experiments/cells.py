@@ -433,7 +433,9 @@ def fedchain_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
         "total_gas": int(summary["total_gas"]),
         "accuracy_per_round": list(summary["accuracy_per_round"]),
         **curve_metrics(list(summary["accuracy_per_round"])),
-        "rounds_lost": int(summary["rounds_requested"]) - rounds,
+        # rounds that never finalized (a stalled run); a stopping rule's early end is not a loss
+        "rounds_lost": int(summary.get("stopped_at") or summary["rounds_requested"]) - rounds,
+        "stopped_at": summary.get("stopped_at"),
         "final_model_digest": summary.get("final_model_digest"),
         "safety_violated": bool(summary.get("safety_violated")),
         "liveness_lost": bool(summary.get("liveness_lost")),
