@@ -395,8 +395,9 @@ AGGREGATOR_BEHAVIOURS = (
 def aggregators_fmnist(quick: bool) -> ExperimentSpec:
     """The same study for malicious *aggregators*: each faulty behaviour in committees of
     n = 4 (1 faulty) and n = 7 (2 faulty) under FedAvg and the median, honest clients,
-    IID Fashion-MNIST at a cheaper size than the headline (3 seeds). :func:`aggregator_table` compares
-    every cell with its honest twin (same rule, committee and seed)."""
+    IID Fashion-MNIST at a cheaper size than the headline (3 seeds).
+    :func:`aggregator_table` compares every cell with its honest twin (same rule,
+    committee and seed)."""
     fixed: dict[str, Any] = {
         k: v for k, v in STUDY_FIXED.items() if k not in ("byzantine", "aggregators")
     }
@@ -458,7 +459,8 @@ def aggregator_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per (rule, committee, behaviour): final and last-5 accuracy (mean over seeds), how
     many seeds ended byte-identical to the honest twin (same rule, committee and seed),
     rounds lost, faulty aggregates submitted / rejected / finalized, disputes, withheld
-    slots, dispute gas and total gas per run (means), and the seeds counted."""
+    slots, blocks from a faulty submission to its rejection, dispute gas and total gas per
+    run (means), and the seeds counted."""
     twins = {
         (r.get("rule"), r.get("aggregators"), r.get("seed")): r.get("final_model_digest")
         for r in rows
@@ -491,6 +493,7 @@ def aggregator_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             faulty_finalized=mean("faulty_finalized"),
             disputes=mean("disputes"),
             withheld=mean("withheld"),
+            detection_blocks=mean("detection_blocks_mean"),
             dispute_gas=mean("dispute_gas_total"),
             total_gas=mean("total_gas"),
         )
