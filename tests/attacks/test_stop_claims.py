@@ -25,7 +25,8 @@ from typing import Any
 from fedchain.sim.runner import Demo
 from fedchain.sim.scenario import outcome_of, scenario_from_dict
 
-#: the digits MLP's round deltas have L2 norm around 1-3: 100 is always quiet, 1e-4 never
+#: the digits MLP's round deltas have L2 norm 0.47-1.9 (measured, rounds 2-8 of the default
+#: demo): 100 is always quiet, 1e-4 never
 ALWAYS_QUIET = 100.0
 NEVER_QUIET = 1e-4
 
