@@ -82,6 +82,7 @@ slither: setup-node setup-slither
 	$(SLITHER_VENV)/bin/slither contracts/PrivacyRecords.sol --fail-medium
 	$(SLITHER_VENV)/bin/slither contracts/OneStep.sol --fail-medium
 	$(SLITHER_VENV)/bin/slither contracts/FaultGames.sol --fail-medium
+	$(SLITHER_VENV)/bin/slither contracts/TaskDisputes.sol --fail-medium
 
 ## Foundry contract tests (contracts/test: unit, fuzz, handler-based invariants) with forge from
 ## node_modules (npm @foundry-rs/forge-linux-amd64), compiling through scripts/solc_wrapper.js;

@@ -37,6 +37,7 @@ MAIN_CONTRACTS: dict[str, str] = {
     "PrivacyRecords.sol": "PrivacyRecords",
     "OneStep.sol": "OneStep",
     "FaultGames.sol": "FaultGames",
+    "TaskDisputes.sol": "TaskDisputes",
 }
 
 #: Compiler settings; part of the artifact so a settings change shows up as drift.

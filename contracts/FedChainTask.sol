@@ -1,16 +1,15 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
-import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
-import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
-import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {Quorums} from "./lib/Quorums.sol";
 import {Rotation} from "./lib/Rotation.sol";
 import {Availability} from "./lib/Availability.sol";
 import {ClientRecords} from "./lib/ClientRecords.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {EquivocationEvidence} from "./lib/EquivocationEvidence.sol";
+import {FedChainTaskStorage} from "./FedChainTaskStorage.sol";
+import {TaskDisputes} from "./TaskDisputes.sol";
 
 /// @title FedChainTask
 /// @notice One deployment is one federated-learning task: a committee of staked aggregators
@@ -44,398 +43,14 @@ import {EquivocationEvidence} from "./lib/EquivocationEvidence.sol";
 ///         and a round-tagged bitmap of the clients that submitted; the list itself is in the
 ///         `UpdatesRegistered` events, and nodes check what they rebuild from them against the
 ///         accumulator (`updateAccumulator`).
-contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
-    // ------------------------------------------------------------------------------------
-    // Types
-    // ------------------------------------------------------------------------------------
-
-    /// @notice Immutable parameters of the task, fixed at deployment.
-    struct TaskConfig {
-        bytes32 initialModelDigest;
-        bytes32 ruleId;
-        bytes32 ruleParamsHash;
-        uint32 numRounds;
-        uint32 minUpdates;
-        uint32 maxUpdates;
-        uint32 collectWindow;
-        uint32 submitTimeout;
-        uint32 challengeWindow;
-        uint32 attestWindow; // 0: no attestation phase, every registered update is included
-        uint32 disputeTimeout; // blocks after a challenge until the dispute can be expired
-        uint8 rotationPolicy; // 0 round-robin, 1 seeded random
-        bytes32 rotationSeed;
-        uint256 aggregatorStake;
-        uint256 aggregateBond;
-        uint256 challengeBond;
-        uint256 timeoutPenalty;
-        uint64 maxSamples; // largest numSamples an update may claim (bounds every client's weight)
-        uint32 collectTimeout; // blocks after openBlock + collectWindow until a round short of
-        // minUpdates can be skipped (`skipRound`)
-        uint32 abortTimeout; // blocks without a new round (or start) until anyone may `abortTask`
-        bool clientAllowlist; // only accounts the owner allowed (`allowClients`) may register as clients
-    }
-
-    /// @notice Lifecycle of a round. `Pending`: not opened yet. `Attesting`: collection closed,
-    ///         the committee attests which payloads it holds (`attest`). `Disputed`: a challenge
-    ///         of the submitted aggregate waits for the committee's certificate
-    ///         (`resolveDispute`) or its timeout (`expireDispute`).
-    enum Phase {
-        Pending,
-        Collecting,
-        Attesting,
-        Aggregating,
-        Submitted,
-        Disputed,
-        Finalized
-    }
-
-    /// @dev Storage layout of a round (4 slots). `status` only ever holds Pending (open,
-    ///      lazily Collecting/Attesting/Aggregating), Submitted, Disputed or Finalized.
-    ///      Block numbers are 40 bits (checked on write). `aggregatorIndex` is meaningful while
-    ///      status != Pending, `challenger` and `challengeBlock` while the round is Disputed.
-    ///      The round's update accumulator is not here: it lives in `_liveAccumulators`.
-    struct RoundState {
-        // slot 0: written when the round opens, on registrations, when collection closes, when
-        // n - f members attested, on submission, ...
-        uint40 openBlock;
-        uint40 closeBlock; // 0 until minUpdates is reached, then the block collection closes
-        // start block of the current attempt; for attempt 0 only once n - f members attested
-        // (then attempt 0 starts at that block; otherwise at closeBlock + attestWindow)
-        uint40 attemptStart;
-        uint40 submitBlock;
-        uint24 attempt;
-        Phase status;
-        uint8 aggregatorIndex; // committee index of the current attempt's submitter
-        uint16 attestCount; // members that attested (at most 256)
-        uint32 updateCount; // updates registered
-        bool stop; // the submitted aggregate ends the task (the stopping rule's decision)
-        // slot 1
-        bytes32 aggregateDigest;
-        // slot 2: written by a challenge, cleared when its dispute ends
-        address challenger; // bonded challenger of the open dispute
-        uint40 challengeBlock;
-        // slot 3
-        uint256 attestMask; // bit i: committee member i attested
-        // slot 4: members that challenged the current submission (cleared when it is discarded)
-        uint256 challengerMask; // bit i: committee member i challenged it
-    }
-
-    /// @notice Read-only view of a round with every lazily derived field resolved.
-    struct RoundInfo {
-        Phase phase;
-        uint64 openBlock;
-        uint64 closeBlock; // 0 until minUpdates is reached; may lie in the future
-        bool collectionClosed;
-        uint32 updateCount;
-        uint32 attempt;
-        uint64 attemptStart; // closeBlock for attempt 0
-        uint64 deadlineBlock; // attemptStart + submitTimeout (0 while collecting)
-        address aggregator; // submitter, 0 if none
-        bytes32 aggregateDigest;
-        uint64 submitBlock;
-        uint64 challengeDeadline; // submitBlock + challengeWindow (0 if no submission)
-        uint32 submissionAttempt; // attempt the submission belongs to
-        uint32 submissionUpdateCount; // updates the aggregate covers
-        bool finalized;
-        address challenger; // challenger of the open dispute (0 unless Disputed)
-        uint64 challengeBlock; // block of that challenge (0 unless Disputed)
-        uint64 disputeDeadline; // challengeBlock + disputeTimeout (0 unless Disputed)
-        uint32 attestCount; // members that attested for this round
-        uint64 attestEnd; // closeBlock + attestWindow (0 while closeBlock is 0)
-        bool availabilityFixed; // the included set can no longer change
-        bool stop; // the submission claims the stopping rule ends the task
-    }
-
-    /// @dev One slot, so the rotation walk reads one slot per candidate.
-    struct AggregatorState {
-        uint128 stake;
-        uint64 activeFrom; // eligible only for attempts starting strictly after this block
-        uint32 index;
-        bool registered;
-        bool slashed; // set by a faulty verdict: permanently out of rotation and quorums
-    }
-
-    struct ClientState {
-        bool registered;
-        uint32 index; // registration order; bit `index` of the round's update bitmap
-    }
-
-    // ------------------------------------------------------------------------------------
-    // Errors
-    // ------------------------------------------------------------------------------------
-
-    error InvalidNumRounds(uint32 numRounds);
-    error InvalidUpdateBounds(uint32 minUpdates, uint32 maxUpdates);
-    error InvalidWindow(uint32 collectWindow, uint32 submitTimeout, uint32 challengeWindow, uint32 disputeTimeout);
-    error InvalidRotationPolicy(uint8 policy);
-    error ZeroDigest();
-    error ZeroSamples();
-    error ZeroValue();
-    error WrongValue(uint256 expected, uint256 actual);
-    error TaskAlreadyStarted();
-    error TaskNotStarted();
-    error TaskAlreadyCompleted();
-    error TaskNotCompleted();
-    /// @notice `start` needs a committee of at least MIN_COMMITTEE = 3f + 1 members with f >= 1:
-    ///         below that the n - f quorum makes the accused sign its own conviction.
-    error CommitteeTooSmall(uint256 members, uint256 minimum);
-    /// @notice maxSamples must be positive and maxSamples * maxUpdates must fit an int64, so no
-    ///         sum of registered weights can overflow a node's int64 arithmetic.
-    error InvalidMaxSamples(uint64 maxSamples, uint32 maxUpdates);
-    /// @notice collectTimeout and abortTimeout must be positive (every wait ends).
-    error InvalidTimeouts(uint32 collectTimeout, uint32 abortTimeout);
-    /// @notice An update claims more samples than the task's `maxSamples`.
-    error SamplesOutOfRange(uint64 numSamples, uint64 maxSamples);
-    /// @notice The owner may not sit on the committee (it would profit from disputes).
-    error OwnerCannotServe(address account);
-    /// @notice `account` already challenged this submission (one challenge per member each).
-    error AlreadyChallenged(uint256 round, address account);
-    /// @notice `skipRound`: the round's collection has not timed out (or already closed).
-    error CollectionNotTimedOut(uint256 round, uint256 timeoutBlock);
-    /// @notice `abortTask`: the task made progress within `abortTimeout` blocks.
-    error TaskNotStalled(uint256 abortBlock);
-    /// @notice The task admits allowed clients only and the owner did not allow `account`.
-    error ClientNotAllowed(address account);
-    error TooManyAggregators(uint256 max);
-    error AggregatorAlreadyRegistered(address account);
-    error ClientAlreadyRegistered(address account);
-    error NotAggregator(address account);
-    error NotClient(address account);
-    error AggregatorIsSlashed(address account);
-    error RoundNotOpen(uint256 round, uint256 currentRound);
-    error CollectionClosed(uint256 round, uint256 closeBlock);
-    error CollectionNotClosed(uint256 round, uint256 updateCount, uint256 closeBlock);
-    error AccumulatorForgotten(uint256 round, uint256 currentRound);
-    error UpdateAlreadySubmitted(uint256 round, address client);
-    // signed client records (batches)
-    /// @notice A `submitUpdates` batch of `length` bytes is empty or not a whole number of
-    ///         records.
-    error BadBatch(uint256 length);
-    /// @notice Record `record` of a batch names a client index nobody registered.
-    error UnknownClient(uint256 record, uint256 clientIndex);
-    /// @notice Record `record` was not signed by the client it names (another key, or a record
-    ///         for another round, task or chain, which recovers to an unrelated address).
-    error WrongSigner(uint256 record, uint256 clientIndex, address signer);
-    error NotChosenAggregator(address caller, address chosen);
-    error SubmitDeadlinePassed(uint256 round, uint256 attempt, uint256 deadlineBlock);
-    error DeadlineNotPassed(uint256 round, uint256 attempt, uint256 deadlineBlock);
-    error AggregateAlreadySubmitted(uint256 round, uint256 attempt);
-    error NoAggregateSubmitted(uint256 round);
-    error ChallengeWindowOpen(uint256 round, uint256 challengeDeadline);
-    error RoundAlreadyFinalized(uint256 round);
-    error NothingToWithdraw(address account);
-    error TransferFailed(address to, uint256 amount);
-    error RenounceDisabled();
-    // dispute path
-    error ChallengeWindowClosed(uint256 round, uint256 challengeDeadline);
-    error ChallengerIsSubmitter(address account);
-    error DisputeOpen(uint256 round, address challenger);
-    error NoOpenDispute(uint256 round);
-    error AttemptMismatch(uint256 round, uint256 disputedAttempt, uint256 attempt);
-    error QuorumNotReached(uint256 signers, uint256 quorum);
-    /// @param reason OpenZeppelin `ECDSA.RecoverError`: 1 invalid signature (includes v not in
-    ///        {27, 28}), 2 length is not 65 bytes, 3 malleable s (upper half order).
-    error InvalidSignature(uint256 index, uint8 reason);
-    error SignerNotMember(uint256 index, address signer);
-    error DuplicateSigner(uint256 index, address signer);
-    error SignersNotSorted(uint256 index, address previous, address signer);
-    error DisputeTimedOut(uint256 round, uint256 disputeDeadline);
-    error DisputeNotTimedOut(uint256 round, uint256 disputeDeadline);
-    // availability attestations
-    error AttestationOpen(uint256 round, uint256 attestCount, uint256 attestEnd);
-    error AttestationClosed(uint256 round, uint256 attestCount, uint256 attestEnd);
-    error AlreadyAttested(uint256 round, address account);
-    error BadBitmap(uint256 expectedWords, uint256 words);
-    // equivocation
-    /// @param reason 1 unknown message kind, 2 the two messages do not conflict, 3 they were
-    ///        signed by different members.
-    error InvalidEvidence(uint8 reason);
-
-    // ------------------------------------------------------------------------------------
-    // Events
-    // ------------------------------------------------------------------------------------
-
-    event AggregatorRegistered(address indexed aggregator, uint256 index, uint256 stake);
-    event ClientRegistered(address indexed client, uint256 index);
-    /// @notice The owner allowed `accounts` to register as clients (`clientAllowlist` tasks).
-    event ClientsAllowed(address[] accounts);
-    event TaskStarted(uint256 committeeSize, uint256 startBlock);
-    event RoundOpened(uint256 indexed round, uint256 openBlock);
-    /// @notice Updates `firstIndex`, `firstIndex + 1`, ... of `round` were registered (one
-    ///         `submitUpdate`, or the accepted records of one `submitUpdates` batch, in order).
-    ///         `entries` packs 60 bytes per update: client (20) || digest (32) || numSamples (8,
-    ///         big-endian); `accumulator` is the round's accumulator after the last of them.
-    event UpdatesRegistered(uint256 indexed round, uint256 firstIndex, uint256 accumulator, bytes entries);
-    event AggregateSubmitted(
-        uint256 indexed round,
-        uint256 attempt,
-        address indexed aggregator,
-        bytes32 digest,
-        uint256 challengeDeadline
-    );
-    event AttemptAdvanced(
-        uint256 indexed round, uint256 newAttempt, address indexed laggard, uint256 penalty
-    );
-    event StakeToppedUp(address indexed aggregator, uint256 amount, uint256 newStake, bool active);
-    event RoundFinalized(uint256 indexed round, bytes32 digest, address indexed aggregator);
-    event TaskCompleted(uint256 numRounds, bytes32 finalDigest);
-    event StakeReleased(address indexed aggregator, uint256 amount);
-    /// @notice `aggregator` left the committee before `start`; its stake is in its credits.
-    event AggregatorLeft(address indexed aggregator, uint256 amount);
-    /// @notice `round` collected fewer than minUpdates updates (`updateCount`) before its
-    ///         collection timed out: it ends carrying the global model `digest` forward.
-    event RoundSkipped(uint256 indexed round, uint256 updateCount, bytes32 digest);
-    /// @notice The task made no progress for `abortTimeout` blocks and was ended by `caller`:
-    ///         held bonds went back to their owners (`refunded` wei), every stake can be
-    ///         released (`releaseStake`) and every credit withdrawn.
-    event TaskAborted(uint256 round, address indexed caller, uint256 refunded);
-    event Withdrawal(address indexed account, uint256 amount);
-    /// @notice The aggregate of (`round`, `attempt`) is disputed: the committee runs a PBFT
-    ///         instance keyed by (round, attempt, aggregateDigest) and carries the verdict back
-    ///         with `resolveDispute`.
-    event Challenged(uint256 indexed round, uint256 attempt, address indexed challenger, bytes32 aggregateDigest);
-    /// @notice `slashedAmount` (submitter's stake + aggregate bond) is split into
-    ///         `challengerReward` (half, rounded down) and the rest, burned (`treasuryAmount`);
-    ///         an upheld aggregate instead burns the forfeited challenge bond (`treasuryAmount`
-    ///         = challengeBond, the other amounts 0). The owner never gets any of it.
-    event DisputeResolved(
-        uint256 indexed round,
-        uint256 attempt,
-        bool faulty,
-        uint256 viewNumber,
-        address indexed challenger,
-        uint256 slashedAmount,
-        uint256 challengerReward,
-        uint256 treasuryAmount
-    );
-    /// @notice `aggregator` lost `amount` (its whole remaining stake plus the aggregate bond)
-    ///         and is permanently out of the rotation and of certificate quorums.
-    event Slashed(address indexed aggregator, uint256 amount);
-    /// @notice `aggregator` attested to holding the updates of `round` set in its bitmap (the
-    ///         bitmap is in the transaction's calldata and in `attestation`).
-    event UpdatesAttested(uint256 indexed round, address indexed aggregator, uint256 attestCount);
-    /// @notice The dispute of (`round`, `attempt`) was not resolved within `disputeTimeout`
-    ///         blocks: the aggregate is discarded, the submitter's bond is refunded, the
-    ///         challenge bond (`treasuryAmount`) is burned, and the round re-opens at attempt + 1.
-    event DisputeExpired(
-        uint256 indexed round, uint256 attempt, address indexed submitter, address indexed challenger, uint256 treasuryAmount
-    );
-    /// @notice `aggregator` signed two conflicting PBFT messages of `kind` (0 PrePrepare,
-    ///         1 Prepare, 2 DisputeVerdict) in view `viewNumber`; `reporter` proved it and was
-    ///         credited `reward` (half the stake); the rest (`treasuryAmount`) is burned.
-    event EquivocationSlashed(
-        address indexed aggregator, uint8 kind, uint256 viewNumber, address indexed reporter, uint256 reward, uint256 treasuryAmount
-    );
-
-    // ------------------------------------------------------------------------------------
-    // State
-    // ------------------------------------------------------------------------------------
-
-    /// @notice Upper bound on the committee size (bounds the rotation walk's gas).
-    uint256 public constant MAX_AGGREGATORS = 256;
-
-    /// @notice EIP-712 type hash of the committee's verdict on a disputed aggregate; must equal
-    ///         consensus.messages.TYPE_HASHES["DisputeVerdict"].
-    bytes32 public constant DISPUTE_VERDICT_TYPEHASH = keccak256(
-        "DisputeVerdict(uint256 round,uint256 attempt,bytes32 aggregateDigest,bool faulty,uint256 view)"
-    );
-    /// @notice EIP-712 type hashes of the PBFT slot votes (consensus.messages.TYPE_HASHES).
-    bytes32 public constant PRE_PREPARE_TYPEHASH = keccak256(
-        "PrePrepare(uint256 view,uint256 seq,uint256 round,uint256 attempt,bytes32 aggregateDigest,bool faulty)"
-    );
-    bytes32 public constant PREPARE_TYPEHASH = keccak256(
-        "Prepare(uint256 view,uint256 seq,uint256 round,uint256 attempt,bytes32 aggregateDigest,bool faulty)"
-    );
-
-    /// @notice One signed PBFT vote, as evidence: the dispute it is about, its verdict, and the
-    ///         member's 65-byte signature (r || s || v).
-    struct SignedVote {
-        uint256 round;
-        uint256 attempt;
-        bytes32 aggregateDigest;
-        bool faulty;
-        bytes signature;
-    }
-
-    /// @dev The task parameters as given, for `config()` only: the protocol reads the same
-    ///      values from the immutables below (code constants, no storage reads).
-    ///      Kept as the words of its ABI encoding (a struct of static fields encodes as one
-    ///      word per field): `config()` returns them as they are, with far less code than
-    ///      re-encoding a stored struct.
-    uint256 private constant _CONFIG_WORDS = 21;
-    uint256[_CONFIG_WORDS] private _configWords;
-    bytes32 private immutable _initialModelDigest;
-    bytes32 private immutable _ruleId;
-    bytes32 private immutable _ruleParamsHash;
-    bytes32 private immutable _rotationSeed;
-    uint32 private immutable _numRounds;
-    uint32 private immutable _minUpdates;
-    uint32 private immutable _maxUpdates;
-    uint32 private immutable _collectWindow;
-    uint32 private immutable _submitTimeout;
-    uint32 private immutable _challengeWindow;
-    uint32 private immutable _attestWindow;
-    uint32 private immutable _disputeTimeout;
-    uint8 private immutable _rotationPolicy;
-    uint256 private immutable _aggregatorStake;
-    uint256 private immutable _aggregateBond;
-    uint256 private immutable _challengeBond;
-    uint256 private immutable _timeoutPenalty;
-    uint64 private immutable _maxSamples;
-    uint32 private immutable _collectTimeout;
-    uint32 private immutable _abortTimeout;
-    bool private immutable _clientAllowlist;
-    /// @dev Checks equivocation evidence for `slashEquivocation` (created by the constructor).
-    EquivocationEvidence private immutable _evidence;
-
-    /// @notice Smallest committee `start` accepts: 3f + 1 with f = 1.
-    uint256 public constant MIN_COMMITTEE = 4;
-    /// @dev Where burned value is credited: nobody can withdraw address(0)'s credits, so
-    ///      `credits(address(0))` is the total burned.
-    address private constant _BURN = address(0);
-
-    // One slot: what every round transaction reads first.
-    uint64 private _currentRound; // 0 before start; stays at the last round after completion
-    bool private _started;
-    bool private _completed; // also set by abortTask (see the TaskAborted event)
-    uint16 private _committeeSize; // frozen at start
-    uint32 private _clientCount;
-
-    address[] private _aggregators;
-    // Slither's uninitialized-state does not follow writes through storage references
-    // (`AggregatorState storage info = _aggregatorState[a]; info.registered = true;`), which is
-    // how these mappings are written.
-    // slither-disable-next-line uninitialized-state
-    mapping(address account => AggregatorState) private _aggregatorState;
-    // slither-disable-next-line uninitialized-state
-    mapping(address account => ClientState) private _clients;
-    /// @dev Accounts the owner allowed to register as clients (`clientAllowlist` tasks).
-    mapping(address account => bool) private _allowedClients;
-    /// @dev Low 128 bits of each client's address by index, two per slot (`ClientRecords.
-    ///      clientKey`): a batch of consecutive clients reads one slot per two records.
-    mapping(uint256 pair => uint256) private _clientKeys;
-    /// @dev Which clients registered an update: word w holds clients 224 * w ... 224 * w + 223
-    ///      for the round in its tag (ClientRecords), so the words are reused round after round.
-    mapping(uint256 word => uint256) private _updateWords;
-
-    mapping(uint256 round => RoundState) private _rounds;
-    /// @dev The update accumulators of the current and the previous round, at index
-    ///      round % 2, each XORed with `_ACCUMULATOR_MARK` so that an empty list is not a zero
-    ///      word: `start` creates both slots and `finalize` resets the next round's to the mark,
-    ///      so no registration ever creates a storage slot (rewriting one costs ~17k less).
-    ///      Earlier rounds' accumulators are in their `UpdatesRegistered` events only.
-    uint256[2] private _liveAccumulators;
-    uint256 private constant _ACCUMULATOR_MARK = 1;
-    /// @dev Attestation bitmaps: round -> committee index -> word -> bits (bit i of word w is
-    ///      update 256 * w + i of the round's registration order).
-    // slither-disable-next-line uninitialized-state
-    mapping(uint256 round => mapping(uint256 member => mapping(uint256 word => uint256))) private _attestations;
-
-    /// @dev Wei each account can pull with `withdraw` (see `credits`), stored plus one once
-    ///      the account is known (the burn address at deployment, an aggregator at registration,
-    ///      anyone at its first credit), so that crediting a round's bond rewrites a slot
-    ///      instead of creating one.
-    mapping(address account => uint256) private _creditsPlusOne;
+///         Code layout: the types, errors, events and state are in `FedChainTaskStorage`;
+///         the dispute path (`challenge`, `resolveDispute`, `expireDispute`,
+///         `slashEquivocation`) runs in `TaskDisputes`, a module this task creates and
+///         DELEGATECALLs (same storage, same address for events and payments, same errors),
+///         so that the task stays under the EIP-170 code size limit.
+contract FedChainTask is FedChainTaskStorage {
+    /// @dev The dispute-path module (created by the constructor, executed by DELEGATECALL).
+    TaskDisputes private immutable _disputes;
 
     // ------------------------------------------------------------------------------------
     // Construction and registration
@@ -444,7 +59,9 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     /// @notice Creates the task; the deployer becomes the owner. The EIP-712 domain of dispute
     ///         certificates is {name "FedChainTask", version "1", chainId, this contract}.
     /// @param cfg Task parameters; windows are in blocks.
-    constructor(TaskConfig memory cfg) Ownable(msg.sender) EIP712("FedChainTask", "1") {
+    constructor(TaskConfig memory cfg)
+        FedChainTaskStorage(cfg, new EquivocationEvidence(cfg.attestWindow))
+    {
         // INVARIANT: a task has at least one round.
         if (cfg.numRounds == 0) revert InvalidNumRounds(cfg.numRounds);
         // INVARIANT: 0 < minUpdates <= maxUpdates, so collection can always close.
@@ -473,30 +90,9 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
             }
             _configWords[i] = word;
         }
-        _initialModelDigest = cfg.initialModelDigest;
         _creditsPlusOne[_BURN] = 1; // burns rewrite a slot instead of creating one
-        _ruleId = cfg.ruleId;
-        _ruleParamsHash = cfg.ruleParamsHash;
-        _rotationSeed = cfg.rotationSeed;
-        _numRounds = cfg.numRounds;
-        _minUpdates = cfg.minUpdates;
-        _maxUpdates = cfg.maxUpdates;
-        _collectWindow = cfg.collectWindow;
-        _submitTimeout = cfg.submitTimeout;
-        _challengeWindow = cfg.challengeWindow;
-        _attestWindow = cfg.attestWindow;
-        _disputeTimeout = cfg.disputeTimeout;
-        _rotationPolicy = cfg.rotationPolicy;
-        _aggregatorStake = cfg.aggregatorStake;
-        _aggregateBond = cfg.aggregateBond;
-        _challengeBond = cfg.challengeBond;
-        _timeoutPenalty = cfg.timeoutPenalty;
-        _maxSamples = cfg.maxSamples;
-        _collectTimeout = cfg.collectTimeout;
-        _abortTimeout = cfg.abortTimeout;
-        _clientAllowlist = cfg.clientAllowlist;
         _rounds[0].openBlock = _blockNow(); // round 0 (never used otherwise): abortTask's clock before start
-        _evidence = new EquivocationEvidence(cfg.attestWindow);
+        _disputes = new TaskDisputes(cfg, _evidence);
     }
 
     /// @notice Joins the aggregator committee by depositing exactly `aggregatorStake`.
@@ -978,37 +574,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     ///      challenge, and only while block.number <= submitBlock + challengeWindow.
     /// @param round Must be the current round with a submitted (undisputed) aggregate.
     function challenge(uint256 round) external payable {
-        // INVARIANT: a finalized round is immutable.
-        if (_rounds[round].status == Phase.Finalized) revert RoundAlreadyFinalized(round);
-        RoundState storage rs = _currentRoundState(round);
-        Phase status = rs.status;
-        // INVARIANT: at most one open dispute per submission.
-        if (status == Phase.Disputed) revert DisputeOpen(round, rs.challenger);
-        // INVARIANT: only a submitted aggregate can be challenged.
-        if (status != Phase.Submitted) revert NoAggregateSubmitted(round);
-        uint256 challengeDeadline = uint256(rs.submitBlock) + _challengeWindow;
-        // INVARIANT: challenges are allowed iff block.number <= challengeDeadline (finalize
-        // needs block.number > challengeDeadline), so the two never overlap.
-        if (block.number > challengeDeadline) revert ChallengeWindowClosed(round, challengeDeadline);
-        AggregatorState storage info = _aggregatorState[msg.sender];
-        // INVARIANT: only committee members challenge (they are the PBFT replicas).
-        if (!info.registered) revert NotAggregator(msg.sender);
-        // INVARIANT: a slashed member has no say in disputes any more.
-        if (info.slashed) revert AggregatorIsSlashed(msg.sender);
-        // INVARIANT: nobody disputes its own aggregate.
-        if (info.index == rs.aggregatorIndex) revert ChallengerIsSubmitter(msg.sender);
-        uint256 bit = 1 << info.index;
-        // INVARIANT: one challenge per member per submission (a frivolous challenger cannot
-        // hold a good aggregate up again and again).
-        if (rs.challengerMask & bit != 0) revert AlreadyChallenged(round, msg.sender);
-        // INVARIANT: every challenge is backed by exactly the configured bond.
-        if (msg.value != _challengeBond) revert WrongValue(_challengeBond, msg.value);
-
-        rs.status = Phase.Disputed;
-        rs.challengerMask |= bit;
-        rs.challenger = msg.sender;
-        rs.challengeBlock = _blockNow();
-        emit Challenged(round, rs.attempt, msg.sender, rs.aggregateDigest);
+        (round); // forwarded in msg.data
+        _delegateToDisputes();
     }
 
     /// @notice Applies the committee's certified verdict on the disputed aggregate of `round`.
@@ -1038,25 +605,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         uint256 viewNumber,
         bytes[] calldata signatures
     ) external {
-        RoundState storage rs = _currentRoundState(round);
-        // INVARIANT: a verdict needs an open dispute.
-        if (rs.status != Phase.Disputed) revert NoOpenDispute(round);
-        // INVARIANT: a certificate only settles the submission it was made for.
-        if (attempt != rs.attempt) revert AttemptMismatch(round, rs.attempt, attempt);
-        uint256 disputeDeadline = uint256(rs.challengeBlock) + _disputeTimeout;
-        // INVARIANT: resolveDispute is allowed iff block.number <= disputeDeadline and
-        // expireDispute iff block.number > disputeDeadline, so the two never overlap.
-        if (block.number > disputeDeadline) revert DisputeTimedOut(round, disputeDeadline);
-        _verifyCertificate(verdictDigest(round, attempt, rs.aggregateDigest, faulty, viewNumber), signatures);
-
-        address challenger = rs.challenger;
-        rs.challenger = address(0);
-        rs.challengeBlock = 0;
-        if (faulty) {
-            _rejectAggregate(round, rs, challenger, viewNumber);
-        } else {
-            _upholdAggregate(round, rs, challenger, viewNumber);
-        }
+        (round, attempt, faulty, viewNumber, signatures); // forwarded in msg.data
+        _delegateToDisputes();
     }
 
     /// @notice Discards the disputed aggregate of `round` once its dispute has gone unresolved
@@ -1067,26 +617,8 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     ///         re-opens at attempt + 1 for the next aggregator in rotation. Callable by anyone.
     /// @param round Must be the current round, Disputed, with block.number > disputeDeadline.
     function expireDispute(uint256 round) external {
-        RoundState storage rs = _currentRoundState(round);
-        // INVARIANT: only an open dispute can expire.
-        if (rs.status != Phase.Disputed) revert NoOpenDispute(round);
-        uint256 disputeDeadline = uint256(rs.challengeBlock) + _disputeTimeout;
-        // INVARIANT: expiry needs block.number > disputeDeadline (see resolveDispute).
-        if (block.number <= disputeDeadline) revert DisputeNotTimedOut(round, disputeDeadline);
-
-        address submitter = _aggregators[rs.aggregatorIndex];
-        address challenger = rs.challenger;
-        uint32 attempt = rs.attempt;
-        uint256 burned = _challengeBond;
-        rs.challenger = address(0);
-        rs.challengeBlock = 0;
-        // INVARIANT: an aggregate whose dispute expired is never finalized.
-        _reopen(rs);
-        // Nothing was proven: the submitter's bond comes back; the challenge bond is burned
-        // (never paid to anyone, so neither side can profit from stalling the committee).
-        _credit(submitter, _aggregateBond);
-        _credit(_BURN, burned);
-        emit DisputeExpired(round, attempt, submitter, challenger, burned);
+        (round); // forwarded in msg.data
+        _delegateToDisputes();
     }
 
     /// @notice Slashes a committee member that signed two conflicting PBFT messages under this
@@ -1108,78 +640,25 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         SignedVote calldata a,
         SignedVote calldata b
     ) external {
-        // The evidence checks (kind, conflict, both signatures, one signer) run in `_evidence`,
-        // which takes this call's arguments as they are (same signature).
-        (seq, a, b); // forwarded in msg.data
-        // slither-disable-next-line low-level-calls
-        (bool ok, bytes memory ret) = address(_evidence).staticcall(msg.data);
-        if (!ok) {
-            assembly ("memory-safe") {
-                revert(add(ret, 32), mload(ret))
-            }
+        (kind, viewNumber, seq, a, b); // forwarded in msg.data
+        _delegateToDisputes();
+    }
+
+    /// @dev Runs this call (same calldata, same msg.sender and msg.value) in `_disputes`'s code
+    ///      against this contract's storage, and returns or reverts with exactly what it
+    ///      returned or reverted with (its custom errors are this contract's). `_disputes` is
+    ///      an immutable created by the constructor with this task's own config, so no caller
+    ///      can choose the code that runs here.
+    function _delegateToDisputes() private {
+        address module = address(_disputes);
+        assembly ("memory-safe") {
+            let ptr := mload(0x40)
+            calldatacopy(ptr, 0, calldatasize())
+            let ok := delegatecall(gas(), module, ptr, calldatasize(), 0, 0)
+            returndatacopy(ptr, 0, returndatasize())
+            if iszero(ok) { revert(ptr, returndatasize()) }
+            return(ptr, returndatasize())
         }
-        address signer = abi.decode(ret, (address));
-        // INVARIANT: only committee members can be slashed.
-        if (!_aggregatorState[signer].registered) revert SignerNotMember(0, signer);
-        AggregatorState storage info = _aggregatorState[signer];
-        // INVARIANT: a member is slashed at most once.
-        if (info.slashed) revert AggregatorIsSlashed(signer);
-
-        _restartAttemptOf(signer);
-        uint256 amount = info.stake;
-        uint256 reward = amount / 2;
-        info.stake = 0;
-        info.slashed = true;
-        _credit(msg.sender, reward);
-        _credit(_BURN, amount - reward);
-        emit Slashed(signer, amount);
-        emit EquivocationSlashed(signer, kind, viewNumber, msg.sender, reward, amount - reward);
-    }
-
-    /// @dev If `member` is the aggregator chosen for the current attempt of a running round
-    ///      with no submission, opens attempt + 1 at this block (call before slashing it), so
-    ///      the next member in rotation gets a whole submitTimeout instead of its old deadline.
-    function _restartAttemptOf(address member) private {
-        uint256 round = _currentRound;
-        if (!_started || _completed) return;
-        RoundState storage rs = _rounds[round];
-        if (rs.status != Phase.Pending || !_collectionClosed(rs) || !_availabilityFixed(rs)) return;
-        (address chosen,,) = _chosen(round, rs);
-        if (chosen != member) return;
-        uint24 newAttempt = rs.attempt + 1;
-        rs.attempt = newAttempt;
-        rs.attemptStart = _blockNow();
-        emit AttemptAdvanced(round, newAttempt, member, 0);
-    }
-
-    /// @dev Faulty verdict: slash the submitter, split the slashed amount, re-open the round.
-    function _rejectAggregate(uint256 round, RoundState storage rs, address challenger, uint256 viewNumber) private {
-        address submitter = _aggregators[rs.aggregatorIndex];
-        uint32 attempt = rs.attempt;
-        AggregatorState storage sub = _aggregatorState[submitter];
-        uint256 slashedAmount = sub.stake + _aggregateBond;
-        // INVARIANT: the challenger gets at most half of what is slashed, so challenging one's
-        // own aggregate through a second identity loses the other half.
-        uint256 reward = slashedAmount / 2;
-        uint256 treasuryAmount = slashedAmount - reward;
-        sub.stake = 0;
-        sub.slashed = true;
-        // INVARIANT: a rejected aggregate never counts; the next attempt starts now and the
-        // rotation skips the slashed submitter.
-        _reopen(rs);
-        _credit(challenger, _challengeBond + reward);
-        _credit(_BURN, treasuryAmount);
-        emit Slashed(submitter, slashedAmount);
-        emit DisputeResolved(round, attempt, true, viewNumber, challenger, slashedAmount, reward, treasuryAmount);
-    }
-
-    /// @dev Not-faulty verdict: the forfeited challenge bond is burned (paying it to the
-    ///      submitter would let a colluding pair stall rounds for free), the aggregate stands.
-    function _upholdAggregate(uint256 round, RoundState storage rs, address challenger, uint256 viewNumber) private {
-        uint256 bond = _challengeBond;
-        rs.status = Phase.Submitted;
-        _credit(_BURN, bond);
-        emit DisputeResolved(round, rs.attempt, false, viewNumber, challenger, 0, 0, bond);
     }
 
     /// @notice EIP-712 digest the committee signs for a verdict: keccak256(0x1901 ‖
@@ -1190,9 +669,7 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         view
         returns (bytes32)
     {
-        return _hashTypedDataV4(
-            keccak256(abi.encode(DISPUTE_VERDICT_TYPEHASH, round, attempt, aggregateDigest, faulty, viewNumber))
-        );
+        return _verdictDigest(round, attempt, aggregateDigest, faulty, viewNumber);
     }
 
     /// @notice Number of committee members (frozen at `start`).
@@ -1263,15 +740,6 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
         return _creditsOf(account);
     }
 
-    function _creditsOf(address account) private view returns (uint256) {
-        uint256 stored = _creditsPlusOne[account];
-        return stored == 0 ? 0 : stored - 1;
-    }
-
-    function _credit(address account, uint256 amount) private {
-        uint256 stored = _creditsPlusOne[account];
-        _creditsPlusOne[account] = (stored == 0 ? 1 : stored) + amount;
-    }
 
     /// @notice Disabled: the task needs an owner to `start` it.
     function renounceOwnership() public view override onlyOwner {
@@ -1476,119 +944,10 @@ contract FedChainTask is Ownable, ReentrancyGuardTransient, EIP712 {
     // Internals
     // ------------------------------------------------------------------------------------
 
-    /// @dev Storage of `round`, which must be the current round of a running task.
-    function _currentRoundState(uint256 round) private view returns (RoundState storage) {
-        // INVARIANT: nothing happens in rounds before the task starts.
-        if (!_started) revert TaskNotStarted();
-        // INVARIANT: nothing happens in rounds after the task completes.
-        if (_completed) revert TaskAlreadyCompleted();
-        // INVARIANT: only the current round is open.
-        if (round != _currentRound) revert RoundNotOpen(round, _currentRound);
-        return _rounds[round];
-    }
 
-    /// @dev Reverts unless `signatures` certify `digest`: all valid (OpenZeppelin ECDSA: 65
-    ///      bytes, low s, v in {27, 28}), recovered signers registered and not slashed, strictly
-    ///      increasing, and at least commitQuorum(n) of them (n frozen at start).
-    function _verifyCertificate(bytes32 digest, bytes[] calldata signatures) private view {
-        uint256 quorum = Quorums.commitQuorum(_committeeSize);
-        uint256 count = signatures.length;
-        // INVARIANT: a certificate carries at least n - f distinct member signatures (checked
-        // up front; every entry must then be valid, so count == distinct valid signers).
-        if (count < quorum) revert QuorumNotReached(count, quorum);
-        address previous = address(0);
-        uint256 valid = 0;
-        for (uint256 i = 0; i < count; ++i) {
-            // The third return value (the error's argument) adds nothing to `err`.
-            // slither-disable-next-line unused-return
-            (address signer, ECDSA.RecoverError err,) = ECDSA.tryRecoverCalldata(digest, signatures[i]);
-            // INVARIANT: only well-formed, non-malleable signatures count.
-            if (err != ECDSA.RecoverError.NoError) revert InvalidSignature(i, uint8(err));
-            AggregatorState storage info = _aggregatorState[signer];
-            // INVARIANT: only committee members vote (a signature over other data recovers a
-            // stranger).
-            if (!info.registered) revert SignerNotMember(i, signer);
-            // INVARIANT: signers are strictly increasing, so each member counts once.
-            if (signer <= previous) {
-                if (signer == previous) revert DuplicateSigner(i, signer);
-                revert SignersNotSorted(i, previous, signer);
-            }
-            previous = signer;
-            // INVARIANT: a slashed member's vote no longer counts, but it does not void the
-            // others' (a signer slashed after signing cannot sink a quorum).
-            if (!info.slashed) ++valid;
-        }
-        if (valid < quorum) revert QuorumNotReached(valid, quorum);
-    }
 
-    /// @dev Reverts unless `round` is past collection and attestation (aggregation phase).
-    function _requireAggregating(uint256 round, RoundState storage rs) private view {
-        if (!_collectionClosed(rs)) revert CollectionNotClosed(round, rs.updateCount, rs.closeBlock);
-        if (!_availabilityFixed(rs)) {
-            revert AttestationOpen(round, rs.attestCount, uint256(rs.closeBlock) + _attestWindow);
-        }
-    }
 
-    /// @dev Whether the included set of a round whose collection closed is fixed: n - f
-    ///      members attested, or block.number >= closeBlock + attestWindow.
-    function _availabilityFixed(RoundState storage rs) private view returns (bool) {
-        return rs.attestCount >= Quorums.commitQuorum(_committeeSize)
-            || block.number >= uint256(rs.closeBlock) + _attestWindow;
-    }
 
-    /// @dev Start block of the current attempt: attempt 0 starts when the included set was
-    ///      fixed (the (n - f)-th attestation, else closeBlock + attestWindow).
-    function _attemptStart(RoundState storage rs) private view returns (uint40) {
-        if (rs.attempt != 0 || rs.attestCount >= Quorums.commitQuorum(_committeeSize)) {
-            return rs.attemptStart;
-        }
-        return rs.closeBlock + uint40(_attestWindow);
-    }
 
-    /// @dev Discards the current submission and opens attempt + 1 at this block.
-    function _reopen(RoundState storage rs) private {
-        rs.status = Phase.Pending;
-        rs.aggregatorIndex = 0;
-        rs.submitBlock = 0;
-        rs.aggregateDigest = bytes32(0);
-        rs.attempt += 1;
-        rs.attemptStart = _blockNow();
-        delete rs.challengerMask;
-    }
 
-    function _blockNow() private view returns (uint40) {
-        return SafeCast.toUint40(block.number);
-    }
-
-    function _collectionClosed(RoundState storage rs) private view returns (bool) {
-        uint256 closeBlock = rs.closeBlock;
-        return closeBlock != 0 && block.number >= closeBlock;
-    }
-
-    function _isActive(AggregatorState storage info) private view returns (bool) {
-        return info.registered && !info.slashed && info.stake >= _aggregatorStake;
-    }
-
-    /// @dev Chosen aggregator and deadline for the current attempt of `round` (collection must
-    ///      be closed). Walks forward cyclically from the rotation start index to the first
-    ///      aggregator that is active and was already active when the attempt started, so a
-    ///      mid-attempt top-up never changes who is chosen.
-    function _chosen(uint256 round, RoundState storage rs)
-        private
-        view
-        returns (address chosen, uint256 index, uint256 deadline)
-    {
-        uint256 attempt = rs.attempt;
-        uint256 attemptStart = _attemptStart(rs);
-        deadline = attemptStart + _submitTimeout;
-        uint256 n = _committeeSize;
-        uint256 first = Rotation.startIndex(_rotationPolicy, _rotationSeed, round, attempt, n);
-        for (uint256 i = 0; i < n; ++i) {
-            index = (first + i) % n;
-            address candidate = _aggregators[index];
-            AggregatorState storage info = _aggregatorState[candidate];
-            if (_isActive(info) && info.activeFrom < attemptStart) return (candidate, index, deadline);
-        }
-        return (address(0), 0, deadline);
-    }
 }

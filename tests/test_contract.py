@@ -891,7 +891,9 @@ def test_gas_budget(task_factory: Any) -> None:
     # equivocation slashing, signed update batches and OZ EIP-712) plus the stored config
     # issue 20: + the EquivocationEvidence helper the constructor deploys (~2.2k bytes: the
     # equivocation checks and the includedUpdates view) and the config's stored words
-    assert summary["deploy"]["max"] < 7_000_000
+    # issue 22: + the TaskDisputes module the constructor deploys (the dispute path, ~8.4k
+    # bytes, run by DELEGATECALL), ~4.1k bytes of it moved out of the task's own code
+    assert summary["deploy"]["max"] < 8_000_000
     size = fc.load_artifact()["deployedSize"]
     # keep room for the privacy hooks (client key registration, share-reveal digests), which
     # reuse the signed-record code (_recordClient, ClientRecords)

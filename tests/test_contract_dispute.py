@@ -629,3 +629,48 @@ def test_dispute_gas(task_factory: Any, n: int, signers: int) -> None:
         f"\ngas n={n} signatures={signers}: challenge={challenge} "
         f"resolve(upheld)={upheld} resolve(faulty)={faulty}"
     )
+
+
+# ----------------------------------------------------------------------------------------
+# The TaskDisputes module (the dispute path's code, run by DELEGATECALL)
+# ----------------------------------------------------------------------------------------
+
+
+def _created_address(creator: str, nonce: int) -> str:
+    """CREATE address of a contract's ``nonce``-th creation (nonce < 128)."""
+    from eth_utils.address import to_checksum_address
+    from eth_utils.crypto import keccak
+
+    assert 0 < nonce < 0x80
+    rlp = b"\xd6\x94" + bytes.fromhex(creator[2:]) + bytes([nonce])
+    return to_checksum_address(keccak(rlp)[12:])
+
+
+def test_disputes_module_refuses_direct_calls(task_factory: Any) -> None:
+    """The task's constructor creates EquivocationEvidence (nonce 1), then TaskDisputes
+    (nonce 2). Called directly rather than by the task's DELEGATECALL, every state-changing
+    function of the module reverts NotDelegated, so its own storage is never written and no
+    ether can reach it; through the task the same call works (the dispute tests above)."""
+    from eth_utils.crypto import keccak
+
+    from adapters.compile import artifact_path
+    from adapters.contract.artifact import load_artifact
+
+    s = task_factory(n_aggregators=4)
+    module_address = _created_address(s.task.address, 2)
+    artifact = load_artifact(artifact_path("TaskDisputes"))
+    # the module's runtime code (immutables filled in place, so of the artifact's length)
+    assert len(s.chain.w3.eth.get_code(module_address)) == artifact["deployedSize"]
+    module = s.chain.w3.eth.contract(address=module_address, abi=artifact["abi"])
+    selector = keccak(text="NotDelegated()")[:4]
+    attacker = s.aggregators[0]
+    calls = [
+        (module.functions.challenge(1), s.task.config().challenge_bond),
+        (module.functions.expireDispute(1), 0),
+        (module.functions.resolveDispute(1, 0, True, 0, []), 0),
+    ]
+    for fn, value in calls:
+        with pytest.raises(Exception) as info:
+            fn.call({"from": attacker.address, "value": value})
+        assert repr(selector) in str(info.value)
+    assert s.chain.balance(module_address) == 0

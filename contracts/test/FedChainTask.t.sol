@@ -3,6 +3,7 @@ pragma solidity ^0.8.24;
 
 import {TaskFixture} from "./utils/TaskFixture.sol";
 import {FedChainTask} from "../FedChainTask.sol";
+import {FedChainTaskStorage} from "../FedChainTaskStorage.sol";
 import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
 
 /// @notice Refuses every payment: a withdrawal to it must revert and keep its credits.
@@ -22,37 +23,37 @@ contract FedChainTaskUnitTest is TaskFixture {
     // -- constructor ------------------------------------------------------------------------
 
     function test_constructor_refusesZeroRounds() public {
-        FedChainTask.TaskConfig memory cfg = defaultConfig();
+        FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
         cfg.numRounds = 0;
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.InvalidNumRounds.selector, 0));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidNumRounds.selector, 0));
         new FedChainTask(cfg);
     }
 
     function test_constructor_refusesBadUpdateBounds() public {
-        FedChainTask.TaskConfig memory cfg = defaultConfig();
+        FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
         cfg.minUpdates = 0;
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.InvalidUpdateBounds.selector, 0, 4));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidUpdateBounds.selector, 0, 4));
         new FedChainTask(cfg);
         cfg.minUpdates = 5;
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.InvalidUpdateBounds.selector, 5, 4));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidUpdateBounds.selector, 5, 4));
         new FedChainTask(cfg);
     }
 
     function test_constructor_refusesEmptyWindows() public {
-        FedChainTask.TaskConfig memory cfg = defaultConfig();
+        FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
         cfg.challengeWindow = 0;
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.InvalidWindow.selector, 3, 5, 0, 6));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidWindow.selector, 3, 5, 0, 6));
         new FedChainTask(cfg);
     }
 
     function test_constructor_refusesUnknownRotationAndZeroModel() public {
-        FedChainTask.TaskConfig memory cfg = defaultConfig();
+        FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
         cfg.rotationPolicy = 2;
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.InvalidRotationPolicy.selector, 2));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidRotationPolicy.selector, 2));
         new FedChainTask(cfg);
         cfg = defaultConfig();
         cfg.initialModelDigest = bytes32(0);
-        vm.expectRevert(FedChainTask.ZeroDigest.selector);
+        vm.expectRevert(FedChainTaskStorage.ZeroDigest.selector);
         new FedChainTask(cfg);
     }
 
@@ -70,7 +71,7 @@ contract FedChainTaskUnitTest is TaskFixture {
         deploy(defaultConfig());
         vm.deal(agg(0), STAKE);
         vm.expectEmit(true, false, false, true, address(task));
-        emit FedChainTask.AggregatorRegistered(agg(0), 0, STAKE);
+        emit FedChainTaskStorage.AggregatorRegistered(agg(0), 0, STAKE);
         vm.prank(agg(0));
         task.registerAggregator{value: STAKE}();
         (bool registered, bool active,, uint256 stake,,) = task.aggregatorInfo(agg(0));
@@ -83,12 +84,12 @@ contract FedChainTaskUnitTest is TaskFixture {
         deploy(defaultConfig());
         vm.deal(agg(0), 100 ether);
         vm.prank(agg(0));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.WrongValue.selector, STAKE, STAKE - 1));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.WrongValue.selector, STAKE, STAKE - 1));
         task.registerAggregator{value: STAKE - 1}();
         vm.prank(agg(0));
         task.registerAggregator{value: STAKE}();
         vm.prank(agg(0));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.AggregatorAlreadyRegistered.selector, agg(0)));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.AggregatorAlreadyRegistered.selector, agg(0)));
         task.registerAggregator{value: STAKE}();
         for (uint256 i = 1; i < 4; ++i) {
             vm.deal(agg(i), STAKE);
@@ -98,48 +99,48 @@ contract FedChainTaskUnitTest is TaskFixture {
         startTask();
         vm.deal(agg(4), STAKE);
         vm.prank(agg(4));
-        vm.expectRevert(FedChainTask.TaskAlreadyStarted.selector);
+        vm.expectRevert(FedChainTaskStorage.TaskAlreadyStarted.selector);
         task.registerAggregator{value: STAKE}();
     }
 
     function test_registerClient_emitsAndRefusesTwice() public {
         deploy(defaultConfig());
         vm.expectEmit(true, false, false, true, address(task));
-        emit FedChainTask.ClientRegistered(client(0), 0);
+        emit FedChainTaskStorage.ClientRegistered(client(0), 0);
         vm.prank(client(0));
         task.registerClient();
         (bool registered, uint256 index) = task.clientInfo(client(0));
         assertTrue(registered, "registered");
         assertEq(index, 0, "index");
         vm.prank(client(0));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.ClientAlreadyRegistered.selector, client(0)));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.ClientAlreadyRegistered.selector, client(0)));
         task.registerClient();
     }
 
     function test_start_guardsAndEvents() public {
         deploy(defaultConfig());
         vm.prank(owner);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.CommitteeTooSmall.selector, 0, 4));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.CommitteeTooSmall.selector, 0, 4));
         task.start();
         registerCommittee(4);
         vm.prank(agg(0));
         vm.expectRevert(abi.encodeWithSelector(Ownable.OwnableUnauthorizedAccount.selector, agg(0)));
         task.start();
         vm.expectEmit(false, false, false, true, address(task));
-        emit FedChainTask.TaskStarted(4, block.number);
+        emit FedChainTaskStorage.TaskStarted(4, block.number);
         vm.expectEmit(true, false, false, true, address(task));
-        emit FedChainTask.RoundOpened(1, block.number);
+        emit FedChainTaskStorage.RoundOpened(1, block.number);
         startTask();
         assertEq(task.currentRound(), 1, "round 1 open");
         vm.prank(owner);
-        vm.expectRevert(FedChainTask.TaskAlreadyStarted.selector);
+        vm.expectRevert(FedChainTaskStorage.TaskAlreadyStarted.selector);
         task.start();
     }
 
     function test_renounceOwnership_disabled() public {
         deploy(defaultConfig());
         vm.prank(owner);
-        vm.expectRevert(FedChainTask.RenounceDisabled.selector);
+        vm.expectRevert(FedChainTaskStorage.RenounceDisabled.selector);
         task.renounceOwnership();
     }
 
@@ -150,36 +151,36 @@ contract FedChainTaskUnitTest is TaskFixture {
         registerCommittee(4);
         registerClients(5);
         vm.prank(client(0));
-        vm.expectRevert(FedChainTask.TaskNotStarted.selector);
+        vm.expectRevert(FedChainTaskStorage.TaskNotStarted.selector);
         task.submitUpdate(1, bytes32(uint256(1)), 1);
         startTask();
         vm.prank(client(0));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.RoundNotOpen.selector, 2, 1));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.RoundNotOpen.selector, 2, 1));
         task.submitUpdate(2, bytes32(uint256(1)), 1);
         vm.prank(agg(0));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.NotClient.selector, agg(0)));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.NotClient.selector, agg(0)));
         task.submitUpdate(1, bytes32(uint256(1)), 1);
         vm.prank(client(0));
-        vm.expectRevert(FedChainTask.ZeroSamples.selector);
+        vm.expectRevert(FedChainTaskStorage.ZeroSamples.selector);
         task.submitUpdate(1, bytes32(uint256(1)), 0);
         vm.prank(client(0));
-        vm.expectRevert(FedChainTask.ZeroDigest.selector);
+        vm.expectRevert(FedChainTaskStorage.ZeroDigest.selector);
         task.submitUpdate(1, bytes32(0), 1);
         vm.prank(client(0));
         task.submitUpdate(1, bytes32(uint256(1)), 1);
         vm.prank(client(0));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.UpdateAlreadySubmitted.selector, 1, client(0)));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.UpdateAlreadySubmitted.selector, 1, client(0)));
         task.submitUpdate(1, bytes32(uint256(2)), 1);
     }
 
     function test_submitUpdate_maxUpdatesClosesCollectionInThatBlock() public {
         setUpTask(4, 5);
         submitUpdates(1, 4); // maxUpdates
-        FedChainTask.RoundInfo memory info = task.getRound(1);
+        FedChainTaskStorage.RoundInfo memory info = task.getRound(1);
         assertEq(info.closeBlock, block.number, "closed at maxUpdates");
         assertTrue(info.collectionClosed, "closed");
         vm.prank(client(4));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.CollectionClosed.selector, 1, block.number));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.CollectionClosed.selector, 1, block.number));
         task.submitUpdate(1, bytes32(uint256(9)), 1);
     }
 
@@ -187,12 +188,12 @@ contract FedChainTaskUnitTest is TaskFixture {
         setUpTask(4, 5);
         uint256 opened = block.number;
         submitUpdates(1, 2); // minUpdates, same block as the opening
-        FedChainTask.RoundInfo memory info = task.getRound(1);
+        FedChainTaskStorage.RoundInfo memory info = task.getRound(1);
         assertEq(info.closeBlock, opened + 3, "closes at openBlock + collectWindow");
         assertFalse(info.collectionClosed, "still open");
-        assertEq(uint256(task.phase(1)), uint256(FedChainTask.Phase.Collecting), "collecting");
+        assertEq(uint256(task.phase(1)), uint256(FedChainTaskStorage.Phase.Collecting), "collecting");
         vm.roll(opened + 3);
-        assertEq(uint256(task.phase(1)), uint256(FedChainTask.Phase.Aggregating), "aggregating");
+        assertEq(uint256(task.phase(1)), uint256(FedChainTaskStorage.Phase.Aggregating), "aggregating");
     }
 
     function test_submitUpdate_emitsEntryAndAccumulator() public {
@@ -229,23 +230,23 @@ contract FedChainTaskUnitTest is TaskFixture {
 
     function test_submitUpdates_guards() public {
         setUpTask(4, 2);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.BadBatch.selector, 0));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.BadBatch.selector, 0));
         task.submitUpdates(1, "");
         bytes memory rec = updateRecord(0, 1, updateDigest(1, 0), 5);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.BadBatch.selector, 107));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.BadBatch.selector, 107));
         task.submitUpdates(1, _slice(rec, 107));
         // a record naming client 5 (unregistered)
         bytes memory unknown = updateRecord(5, 1, updateDigest(1, 0), 5);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.UnknownClient.selector, 0, 5));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.UnknownClient.selector, 0, 5));
         task.submitUpdates(1, unknown);
         // client 1's signature on a record naming client 0
         bytes memory forged = updateRecord(1, 1, updateDigest(1, 0), 5);
         forged[3] = 0x00;
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.WrongSigner.selector, 0, 0, client(1)));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.WrongSigner.selector, 0, 0, client(1)));
         task.submitUpdates(1, forged);
         // high-s (malleable) twin of a valid signature
         bytes memory malleable = _malleate(rec);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.InvalidSignature.selector, 0, 3));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidSignature.selector, 0, 3));
         task.submitUpdates(1, malleable);
         // a record signed for round 2 recovers an unrelated address
         bytes memory otherRound = updateRecord(0, 2, updateDigest(1, 0), 5);
@@ -273,7 +274,7 @@ contract FedChainTaskUnitTest is TaskFixture {
     // -- attestation ------------------------------------------------------------------------
 
     function _attestingTask() private {
-        FedChainTask.TaskConfig memory cfg = defaultConfig();
+        FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
         cfg.attestWindow = 4;
         deploy(cfg);
         registerCommittee(4);
@@ -287,28 +288,28 @@ contract FedChainTaskUnitTest is TaskFixture {
         uint256[] memory bits = new uint256[](1);
         bits[0] = 0x3; // updates 0 and 1
         vm.prank(agg(0));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.CollectionNotClosed.selector, 1, 3, block.number + 3));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.CollectionNotClosed.selector, 1, 3, block.number + 3));
         task.attest(1, bits);
         closeCollection(1);
-        assertEq(uint256(task.phase(1)), uint256(FedChainTask.Phase.Attesting), "attesting");
+        assertEq(uint256(task.phase(1)), uint256(FedChainTaskStorage.Phase.Attesting), "attesting");
         vm.prank(client(0));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.NotAggregator.selector, client(0)));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.NotAggregator.selector, client(0)));
         task.attest(1, bits);
         uint256[] memory tooLong = new uint256[](2);
         vm.prank(agg(0));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.BadBitmap.selector, 1, 2));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.BadBitmap.selector, 1, 2));
         task.attest(1, tooLong);
         uint256[] memory pastCount = new uint256[](1);
         pastCount[0] = 0x8; // bit 3, only 3 updates
         vm.prank(agg(0));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.BadBitmap.selector, 1, 1));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.BadBitmap.selector, 1, 1));
         task.attest(1, pastCount);
         vm.expectEmit(true, true, false, true, address(task));
-        emit FedChainTask.UpdatesAttested(1, agg(0), 1);
+        emit FedChainTaskStorage.UpdatesAttested(1, agg(0), 1);
         vm.prank(agg(0));
         task.attest(1, bits);
         vm.prank(agg(0));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.AlreadyAttested.selector, 1, agg(0)));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.AlreadyAttested.selector, 1, agg(0)));
         task.attest(1, bits);
         vm.prank(agg(1));
         task.attest(1, bits);
@@ -319,7 +320,7 @@ contract FedChainTaskUnitTest is TaskFixture {
         task.submitAggregate{value: BOND}(1, honestDigest(1), false);
         vm.prank(agg(2));
         task.attest(1, bits); // n - f = 3: fixed now
-        assertEq(uint256(task.phase(1)), uint256(FedChainTask.Phase.Aggregating), "fixed by quorum");
+        assertEq(uint256(task.phase(1)), uint256(FedChainTaskStorage.Phase.Aggregating), "fixed by quorum");
         assertEq(task.includedUpdates(1)[0], 0x3, "f + 1 attested updates 0 and 1");
         vm.prank(agg(3));
         vm.expectRevert();
@@ -335,33 +336,33 @@ contract FedChainTaskUnitTest is TaskFixture {
         vm.deal(chosen, 100 ether);
         vm.prank(chosen);
         vm.expectRevert(
-            abi.encodeWithSelector(FedChainTask.CollectionNotClosed.selector, 1, 2, block.number + 3)
+            abi.encodeWithSelector(FedChainTaskStorage.CollectionNotClosed.selector, 1, 2, block.number + 3)
         );
         task.submitAggregate{value: BOND}(1, honestDigest(1), false);
         closeCollection(1);
         (address current,, uint256 deadline) = task.currentAggregator();
         assertEq(current, agg(0), "round robin: round 1 -> member 0");
         vm.prank(agg(1));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.NotChosenAggregator.selector, agg(1), agg(0)));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.NotChosenAggregator.selector, agg(1), agg(0)));
         task.submitAggregate{value: BOND}(1, honestDigest(1), false);
         vm.prank(agg(0));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.WrongValue.selector, BOND, 0));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.WrongValue.selector, BOND, 0));
         task.submitAggregate(1, honestDigest(1), false);
         vm.prank(agg(0));
-        vm.expectRevert(FedChainTask.ZeroDigest.selector);
+        vm.expectRevert(FedChainTaskStorage.ZeroDigest.selector);
         task.submitAggregate{value: BOND}(1, bytes32(0), false);
         uint256 snapshotBlock = block.number;
         vm.roll(deadline + 1);
         vm.prank(agg(0));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.SubmitDeadlinePassed.selector, 1, 0, deadline));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.SubmitDeadlinePassed.selector, 1, 0, deadline));
         task.submitAggregate{value: BOND}(1, honestDigest(1), false);
         vm.roll(snapshotBlock);
         vm.expectEmit(true, true, false, true, address(task));
-        emit FedChainTask.AggregateSubmitted(1, 0, agg(0), honestDigest(1), block.number + 4);
+        emit FedChainTaskStorage.AggregateSubmitted(1, 0, agg(0), honestDigest(1), block.number + 4);
         vm.prank(agg(0));
         task.submitAggregate{value: BOND}(1, honestDigest(1), false);
         vm.prank(agg(0));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.AggregateAlreadySubmitted.selector, 1, 0));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.AggregateAlreadySubmitted.selector, 1, 0));
         task.submitAggregate{value: BOND}(1, honestDigest(1), false);
     }
 
@@ -370,11 +371,11 @@ contract FedChainTaskUnitTest is TaskFixture {
         submitUpdates(1, 2);
         closeCollection(1);
         (address laggard,, uint256 deadline) = task.currentAggregator();
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.DeadlineNotPassed.selector, 1, 0, deadline));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.DeadlineNotPassed.selector, 1, 0, deadline));
         task.advanceAttempt(1);
         vm.roll(deadline + 1);
         vm.expectEmit(true, true, false, true, address(task));
-        emit FedChainTask.AttemptAdvanced(1, 1, laggard, PENALTY);
+        emit FedChainTaskStorage.AttemptAdvanced(1, 1, laggard, PENALTY);
         task.advanceAttempt(1);
         (,,, uint256 stake,,) = task.aggregatorInfo(laggard);
         assertEq(stake, STAKE - PENALTY, "penalty taken from the stake");
@@ -390,34 +391,34 @@ contract FedChainTaskUnitTest is TaskFixture {
 
     function test_finalize_guardsEventsAndNextRound() public {
         setUpTask(4, 4);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.NoAggregateSubmitted.selector, 1));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.NoAggregateSubmitted.selector, 1));
         task.finalize(1);
         address chosen = reachSubmitted(1, honestDigest(1));
         uint256 deadline = task.getRound(1).challengeDeadline;
         vm.roll(deadline);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.ChallengeWindowOpen.selector, 1, deadline));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.ChallengeWindowOpen.selector, 1, deadline));
         task.finalize(1);
         vm.roll(deadline + 1);
         vm.expectEmit(true, true, false, true, address(task));
-        emit FedChainTask.RoundFinalized(1, honestDigest(1), chosen);
+        emit FedChainTaskStorage.RoundFinalized(1, honestDigest(1), chosen);
         vm.expectEmit(true, false, false, true, address(task));
-        emit FedChainTask.RoundOpened(2, block.number);
+        emit FedChainTaskStorage.RoundOpened(2, block.number);
         task.finalize(1);
         assertEq(task.credits(chosen), BOND, "bond credited back");
         assertEq(task.roundDigest(1), honestDigest(1), "digest kept");
         assertEq(task.globalModelDigest(), honestDigest(1), "global model");
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.RoundAlreadyFinalized.selector, 1));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.RoundAlreadyFinalized.selector, 1));
         task.finalize(1);
         // last round completes the task
         address chosen2 = reachSubmitted(2, honestDigest(2));
         vm.roll(task.getRound(2).challengeDeadline + 1);
         vm.expectEmit(false, false, false, true, address(task));
-        emit FedChainTask.TaskCompleted(2, honestDigest(2));
+        emit FedChainTaskStorage.TaskCompleted(2, honestDigest(2));
         task.finalize(2);
         assertTrue(task.taskCompleted(), "completed");
         assertEq(task.credits(chosen2), chosen2 == chosen ? 2 * BOND : BOND, "second bond");
         vm.prank(client(0));
-        vm.expectRevert(FedChainTask.TaskAlreadyCompleted.selector);
+        vm.expectRevert(FedChainTaskStorage.TaskAlreadyCompleted.selector);
         task.submitUpdate(2, bytes32(uint256(1)), 1);
     }
 
@@ -425,28 +426,28 @@ contract FedChainTaskUnitTest is TaskFixture {
 
     function test_challenge_guards() public {
         setUpTask(4, 4);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.NoAggregateSubmitted.selector, 1));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.NoAggregateSubmitted.selector, 1));
         task.challenge(1);
         address chosen = reachSubmitted(1, honestDigest(1));
         vm.deal(client(0), 1 ether);
         vm.prank(client(0));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.NotAggregator.selector, client(0)));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.NotAggregator.selector, client(0)));
         task.challenge{value: CHALLENGE_BOND}(1);
         vm.prank(chosen);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.ChallengerIsSubmitter.selector, chosen));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.ChallengerIsSubmitter.selector, chosen));
         task.challenge{value: CHALLENGE_BOND}(1);
         address challenger = agg(1) == chosen ? agg(2) : agg(1);
         vm.prank(challenger);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.WrongValue.selector, CHALLENGE_BOND, 1));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.WrongValue.selector, CHALLENGE_BOND, 1));
         task.challenge{value: 1}(1);
         vm.expectEmit(true, true, false, true, address(task));
-        emit FedChainTask.Challenged(1, 0, challenger, honestDigest(1));
+        emit FedChainTaskStorage.Challenged(1, 0, challenger, honestDigest(1));
         vm.prank(challenger);
         task.challenge{value: CHALLENGE_BOND}(1);
         vm.prank(challenger);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.DisputeOpen.selector, 1, challenger));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.DisputeOpen.selector, 1, challenger));
         task.challenge{value: CHALLENGE_BOND}(1);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.DisputeOpen.selector, 1, challenger));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.DisputeOpen.selector, 1, challenger));
         task.finalize(1);
     }
 
@@ -456,7 +457,7 @@ contract FedChainTaskUnitTest is TaskFixture {
         uint256 deadline = task.getRound(1).challengeDeadline;
         vm.roll(deadline + 1);
         vm.prank(agg(1));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.ChallengeWindowClosed.selector, 1, deadline));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.ChallengeWindowClosed.selector, 1, deadline));
         task.challenge{value: CHALLENGE_BOND}(1);
     }
 
@@ -474,9 +475,9 @@ contract FedChainTaskUnitTest is TaskFixture {
         bytes[] memory sigs = certificate(1, 0, wrong, true, 0, membersExcept(4, chosen, 3));
         uint256 slashed = STAKE + BOND;
         vm.expectEmit(true, false, false, true, address(task));
-        emit FedChainTask.Slashed(chosen, slashed);
+        emit FedChainTaskStorage.Slashed(chosen, slashed);
         vm.expectEmit(true, true, false, true, address(task));
-        emit FedChainTask.DisputeResolved(1, 0, true, 0, challenger, slashed, slashed / 2, slashed - slashed / 2);
+        emit FedChainTaskStorage.DisputeResolved(1, 0, true, 0, challenger, slashed, slashed / 2, slashed - slashed / 2);
         task.resolveDispute(1, 0, true, 0, sigs);
         assertEq(task.credits(challenger), CHALLENGE_BOND + slashed / 2, "challenger: bond + half");
         assertEq(task.credits(BURN), slashed - slashed / 2, "the rest burned");
@@ -484,9 +485,9 @@ contract FedChainTaskUnitTest is TaskFixture {
         (,, bool isSlashed, uint256 stake,,) = task.aggregatorInfo(chosen);
         assertTrue(isSlashed, "slashed");
         assertEq(stake, 0, "stake gone");
-        FedChainTask.RoundInfo memory info = task.getRound(1);
+        FedChainTaskStorage.RoundInfo memory info = task.getRound(1);
         assertEq(info.attempt, 1, "round re-opened at attempt 1");
-        assertEq(uint256(info.phase), uint256(FedChainTask.Phase.Aggregating), "aggregating again");
+        assertEq(uint256(info.phase), uint256(FedChainTaskStorage.Phase.Aggregating), "aggregating again");
         (address next,,) = task.currentAggregator();
         assertTrue(next != chosen && next != address(0), "rotation skips the slashed member");
     }
@@ -495,9 +496,9 @@ contract FedChainTaskUnitTest is TaskFixture {
         (address chosen, address challenger) = _disputed(honestDigest(1));
         bytes[] memory sigs = certificate(1, 0, honestDigest(1), false, 2, membersExcept(4, address(0), 3));
         vm.expectEmit(true, true, false, true, address(task));
-        emit FedChainTask.DisputeResolved(1, 0, false, 2, challenger, 0, 0, CHALLENGE_BOND);
+        emit FedChainTaskStorage.DisputeResolved(1, 0, false, 2, challenger, 0, 0, CHALLENGE_BOND);
         task.resolveDispute(1, 0, false, 2, sigs);
-        assertEq(uint256(task.phase(1)), uint256(FedChainTask.Phase.Submitted), "back to submitted");
+        assertEq(uint256(task.phase(1)), uint256(FedChainTaskStorage.Phase.Submitted), "back to submitted");
         assertEq(task.credits(challenger), 0, "challenger loses its bond");
         assertEq(task.credits(BURN), CHALLENGE_BOND, "burned, not paid to anyone");
         vm.roll(task.getRound(1).challengeDeadline + 1);
@@ -510,9 +511,9 @@ contract FedChainTaskUnitTest is TaskFixture {
         (address chosen,) = _disputed(wrong);
         uint256[] memory two = membersExcept(4, chosen, 2);
         bytes[] memory sigs = certificate(1, 0, wrong, true, 0, two);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.QuorumNotReached.selector, 2, 3));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.QuorumNotReached.selector, 2, 3));
         task.resolveDispute(1, 0, true, 0, sigs);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.AttemptMismatch.selector, 1, 0, 1));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.AttemptMismatch.selector, 1, 0, 1));
         task.resolveDispute(1, 1, true, 0, sigs);
         // signed for the other verdict: recovers strangers
         bytes[] memory other = certificate(1, 0, wrong, false, 0, membersExcept(4, chosen, 3));
@@ -531,12 +532,12 @@ contract FedChainTaskUnitTest is TaskFixture {
         // malformed
         bytes[] memory shortSig = new bytes[](3);
         (shortSig[0], shortSig[1], shortSig[2]) = (good[0], hex"1234", good[2]);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.InvalidSignature.selector, 1, 2));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidSignature.selector, 1, 2));
         task.resolveDispute(1, 0, true, 0, shortSig);
         // too late
         uint256 deadline = task.getRound(1).disputeDeadline;
         vm.roll(deadline + 1);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.DisputeTimedOut.selector, 1, deadline));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.DisputeTimedOut.selector, 1, deadline));
         task.resolveDispute(1, 0, true, 0, good);
     }
 
@@ -544,31 +545,31 @@ contract FedChainTaskUnitTest is TaskFixture {
         setUpTask(4, 4);
         reachSubmitted(1, honestDigest(1));
         bytes[] memory none = new bytes[](0);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.NoOpenDispute.selector, 1));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.NoOpenDispute.selector, 1));
         task.resolveDispute(1, 0, true, 0, none);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.NoOpenDispute.selector, 1));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.NoOpenDispute.selector, 1));
         task.expireDispute(1);
     }
 
     function test_expireDispute_guardsAndReopens() public {
         (address chosen, address challenger) = _disputed(honestDigest(1));
         uint256 deadline = task.getRound(1).disputeDeadline;
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.DisputeNotTimedOut.selector, 1, deadline));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.DisputeNotTimedOut.selector, 1, deadline));
         task.expireDispute(1);
         vm.roll(deadline + 1);
         vm.expectEmit(true, true, true, true, address(task));
-        emit FedChainTask.DisputeExpired(1, 0, chosen, challenger, CHALLENGE_BOND);
+        emit FedChainTaskStorage.DisputeExpired(1, 0, chosen, challenger, CHALLENGE_BOND);
         task.expireDispute(1);
         assertEq(task.credits(chosen), BOND, "submitter's bond refunded");
         assertEq(task.credits(BURN), CHALLENGE_BOND, "challenge bond burned");
         assertEq(task.getRound(1).attempt, 1, "attempt 1");
-        assertEq(uint256(task.phase(1)), uint256(FedChainTask.Phase.Aggregating), "aggregating");
+        assertEq(uint256(task.phase(1)), uint256(FedChainTaskStorage.Phase.Aggregating), "aggregating");
     }
 
     function _vote(uint256 member, uint8 kind, uint256 viewNumber, uint256 seq, bytes32 digest, bool faulty)
         private
         view
-        returns (FedChainTask.SignedVote memory v)
+        returns (FedChainTaskStorage.SignedVote memory v)
     {
         v.round = 1;
         v.attempt = 0;
@@ -600,36 +601,36 @@ contract FedChainTaskUnitTest is TaskFixture {
 
     function test_slashEquivocation_conflictingCommitsSlashOnce() public {
         setUpTask(4, 4);
-        FedChainTask.SignedVote memory a = _vote(2, 2, 5, 0, honestDigest(1), true);
-        FedChainTask.SignedVote memory b = _vote(2, 2, 5, 0, honestDigest(1), false);
+        FedChainTaskStorage.SignedVote memory a = _vote(2, 2, 5, 0, honestDigest(1), true);
+        FedChainTaskStorage.SignedVote memory b = _vote(2, 2, 5, 0, honestDigest(1), false);
         address reporter = client(3);
         vm.expectEmit(true, true, false, true, address(task));
-        emit FedChainTask.EquivocationSlashed(agg(2), 2, 5, reporter, STAKE / 2, STAKE - STAKE / 2);
+        emit FedChainTaskStorage.EquivocationSlashed(agg(2), 2, 5, reporter, STAKE / 2, STAKE - STAKE / 2);
         vm.prank(reporter);
         task.slashEquivocation(2, 5, 0, a, b);
         assertEq(task.credits(reporter), STAKE / 2, "reporter half");
         assertEq(task.credits(BURN), STAKE - STAKE / 2, "the rest burned");
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.AggregatorIsSlashed.selector, agg(2)));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.AggregatorIsSlashed.selector, agg(2)));
         task.slashEquivocation(2, 5, 0, a, b);
     }
 
     function test_slashEquivocation_evidenceGuards() public {
         setUpTask(4, 4);
-        FedChainTask.SignedVote memory a = _vote(2, 1, 5, 7, honestDigest(1), true);
-        FedChainTask.SignedVote memory same = _vote(2, 1, 5, 7, honestDigest(1), true);
-        FedChainTask.SignedVote memory other = _vote(3, 1, 5, 7, keccak256("x"), true);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.InvalidEvidence.selector, 1));
+        FedChainTaskStorage.SignedVote memory a = _vote(2, 1, 5, 7, honestDigest(1), true);
+        FedChainTaskStorage.SignedVote memory same = _vote(2, 1, 5, 7, honestDigest(1), true);
+        FedChainTaskStorage.SignedVote memory other = _vote(3, 1, 5, 7, keccak256("x"), true);
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidEvidence.selector, 1));
         task.slashEquivocation(3, 5, 7, a, other);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.InvalidEvidence.selector, 2));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidEvidence.selector, 2));
         task.slashEquivocation(1, 5, 7, a, same);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.InvalidEvidence.selector, 3));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidEvidence.selector, 3));
         task.slashEquivocation(1, 5, 7, a, other);
         // commits of one dispute with the same verdict are not evidence
-        FedChainTask.SignedVote memory c1 = _vote(2, 2, 5, 0, honestDigest(1), true);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.InvalidEvidence.selector, 2));
+        FedChainTaskStorage.SignedVote memory c1 = _vote(2, 2, 5, 0, honestDigest(1), true);
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidEvidence.selector, 2));
         task.slashEquivocation(2, 5, 0, c1, c1);
         // two prepares for one (view, seq) with different digests are
-        FedChainTask.SignedVote memory b = _vote(2, 1, 5, 7, keccak256("x"), true);
+        FedChainTaskStorage.SignedVote memory b = _vote(2, 1, 5, 7, keccak256("x"), true);
         task.slashEquivocation(1, 5, 7, a, b);
         (,, bool isSlashed,,,) = task.aggregatorInfo(agg(2));
         assertTrue(isSlashed, "slashed");
@@ -640,10 +641,10 @@ contract FedChainTaskUnitTest is TaskFixture {
     function test_topUpStake_guardsAndReactivation() public {
         setUpTask(4, 4);
         vm.prank(client(0));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.NotAggregator.selector, client(0)));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.NotAggregator.selector, client(0)));
         task.topUpStake{value: 0}();
         vm.prank(agg(0));
-        vm.expectRevert(FedChainTask.ZeroValue.selector);
+        vm.expectRevert(FedChainTaskStorage.ZeroValue.selector);
         task.topUpStake{value: 0}();
         submitUpdates(1, 2);
         closeCollection(1);
@@ -651,7 +652,7 @@ contract FedChainTaskUnitTest is TaskFixture {
         vm.roll(deadline + 1);
         task.advanceAttempt(1); // member 0 loses PENALTY
         vm.expectEmit(true, false, false, true, address(task));
-        emit FedChainTask.StakeToppedUp(agg(0), PENALTY, STAKE, true);
+        emit FedChainTaskStorage.StakeToppedUp(agg(0), PENALTY, STAKE, true);
         vm.prank(agg(0));
         task.topUpStake{value: PENALTY}();
         (, bool active,,,, uint256 activeFrom) = task.aggregatorInfo(agg(0));
@@ -661,18 +662,18 @@ contract FedChainTaskUnitTest is TaskFixture {
 
     function test_topUpStake_refusedAfterSlash() public {
         setUpTask(4, 4);
-        FedChainTask.SignedVote memory a = _vote(0, 2, 1, 0, honestDigest(1), true);
-        FedChainTask.SignedVote memory b = _vote(0, 2, 1, 0, honestDigest(1), false);
+        FedChainTaskStorage.SignedVote memory a = _vote(0, 2, 1, 0, honestDigest(1), true);
+        FedChainTaskStorage.SignedVote memory b = _vote(0, 2, 1, 0, honestDigest(1), false);
         task.slashEquivocation(2, 1, 0, a, b);
         vm.prank(agg(0));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.AggregatorIsSlashed.selector, agg(0)));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.AggregatorIsSlashed.selector, agg(0)));
         task.topUpStake{value: 1}();
     }
 
     function test_releaseStakeAndWithdraw_afterCompletion() public {
         setUpTask(4, 4);
         vm.prank(agg(3));
-        vm.expectRevert(FedChainTask.TaskNotCompleted.selector);
+        vm.expectRevert(FedChainTaskStorage.TaskNotCompleted.selector);
         task.releaseStake();
         for (uint256 r = 1; r <= 2; ++r) {
             reachSubmitted(r, honestDigest(r));
@@ -680,26 +681,25 @@ contract FedChainTaskUnitTest is TaskFixture {
             task.finalize(r);
         }
         vm.expectEmit(true, false, false, true, address(task));
-        emit FedChainTask.StakeReleased(agg(3), STAKE);
+        emit FedChainTaskStorage.StakeReleased(agg(3), STAKE);
         vm.prank(agg(3));
         task.releaseStake();
         vm.prank(agg(3));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.NothingToWithdraw.selector, agg(3)));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.NothingToWithdraw.selector, agg(3)));
         task.releaseStake();
         uint256 before = agg(3).balance;
         vm.expectEmit(true, false, false, true, address(task));
-        emit FedChainTask.Withdrawal(agg(3), STAKE);
+        emit FedChainTaskStorage.Withdrawal(agg(3), STAKE);
         vm.prank(agg(3));
         task.withdraw();
         assertEq(agg(3).balance - before, STAKE, "stake paid out");
         vm.prank(agg(3));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.NothingToWithdraw.selector, agg(3)));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.NothingToWithdraw.selector, agg(3)));
         task.withdraw();
     }
 
     /// @notice A finalized round that says stop (the stopping rule) completes the task
-    ///         before numRounds; stakes are then releasable as after the last round. A
-    ///         rejected stop claim does not count: only the finalized submission's flag does.
+    ///         before numRounds; stakes are then releasable as after the last round.
     function test_finalize_stopCompletesTaskEarly() public {
         setUpTask(4, 4);
         submitUpdates(1, 2);
@@ -710,15 +710,15 @@ contract FedChainTaskUnitTest is TaskFixture {
         assertTrue(task.getRound(1).stop, "claim visible to verifiers");
         vm.roll(task.getRound(1).challengeDeadline + 1);
         vm.expectEmit(false, false, false, true, address(task));
-        emit FedChainTask.TaskCompleted(1, honestDigest(1));
+        emit FedChainTaskStorage.TaskCompleted(1, honestDigest(1));
         task.finalize(1);
         assertTrue(task.taskCompleted(), "completed after round 1 of 2");
         assertEq(task.currentRound(), 1, "current round stays at the stopping round");
         vm.prank(client(0));
-        vm.expectRevert(FedChainTask.TaskAlreadyCompleted.selector);
+        vm.expectRevert(FedChainTaskStorage.TaskAlreadyCompleted.selector);
         task.submitUpdate(2, bytes32(uint256(1)), 1);
         vm.expectEmit(true, false, false, true, address(task));
-        emit FedChainTask.StakeReleased(agg(3), STAKE);
+        emit FedChainTaskStorage.StakeReleased(agg(3), STAKE);
         vm.prank(agg(3));
         task.releaseStake();
     }
@@ -759,7 +759,7 @@ contract FedChainTaskUnitTest is TaskFixture {
         task.releaseStake();
         uint256 owed = task.credits(address(receiver));
         assertEq(owed, STAKE - PENALTY, "stake less the penalty");
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.TransferFailed.selector, address(receiver), owed));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.TransferFailed.selector, address(receiver), owed));
         receiver.withdrawFrom(task);
         assertEq(task.credits(address(receiver)), owed, "credits kept");
     }

@@ -3,6 +3,7 @@ pragma solidity ^0.8.24;
 
 import {TaskFixture} from "./utils/TaskFixture.sol";
 import {FedChainTask} from "../FedChainTask.sol";
+import {FedChainTaskStorage} from "../FedChainTaskStorage.sol";
 import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
 
 /// @title FedChainTaskExitsTest
@@ -16,21 +17,21 @@ contract FedChainTaskExitsTest is TaskFixture {
     // -- bounded weight ---------------------------------------------------------------------
 
     function test_constructor_refusesUnboundedWeightsAndEndlessWaits() public {
-        FedChainTask.TaskConfig memory cfg = defaultConfig();
+        FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
         cfg.maxSamples = 0;
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.InvalidMaxSamples.selector, 0, 4));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidMaxSamples.selector, 0, 4));
         new FedChainTask(cfg);
         // maxSamples * maxUpdates must fit an int64
         cfg.maxSamples = uint64(type(int64).max / 4) + 1;
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.InvalidMaxSamples.selector, cfg.maxSamples, 4));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidMaxSamples.selector, cfg.maxSamples, 4));
         new FedChainTask(cfg);
         cfg = defaultConfig();
         cfg.collectTimeout = 0;
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.InvalidTimeouts.selector, 0, cfg.abortTimeout));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidTimeouts.selector, 0, cfg.abortTimeout));
         new FedChainTask(cfg);
         cfg = defaultConfig();
         cfg.abortTimeout = 0;
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.InvalidTimeouts.selector, cfg.collectTimeout, 0));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidTimeouts.selector, cfg.collectTimeout, 0));
         new FedChainTask(cfg);
     }
 
@@ -41,13 +42,13 @@ contract FedChainTaskExitsTest is TaskFixture {
         samples = uint64(bound(samples, 1, type(uint64).max));
         vm.prank(client(0));
         if (samples > maxSamples) {
-            vm.expectRevert(abi.encodeWithSelector(FedChainTask.SamplesOutOfRange.selector, samples, maxSamples));
+            vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.SamplesOutOfRange.selector, samples, maxSamples));
         }
         task.submitUpdate(1, updateDigest(1, 0), samples);
         // the same through a relayed signed record
         bytes memory rec = updateRecord(1, 1, updateDigest(1, 1), samples);
         if (samples > maxSamples) {
-            vm.expectRevert(abi.encodeWithSelector(FedChainTask.SamplesOutOfRange.selector, samples, maxSamples));
+            vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.SamplesOutOfRange.selector, samples, maxSamples));
         }
         task.submitUpdates(1, rec);
     }
@@ -60,7 +61,7 @@ contract FedChainTaskExitsTest is TaskFixture {
         deploy(defaultConfig());
         for (uint256 n = 0; n < 4; ++n) {
             vm.prank(owner);
-            vm.expectRevert(abi.encodeWithSelector(FedChainTask.CommitteeTooSmall.selector, n, 4));
+            vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.CommitteeTooSmall.selector, n, 4));
             task.start();
             vm.deal(agg(n), STAKE);
             vm.prank(agg(n));
@@ -75,7 +76,7 @@ contract FedChainTaskExitsTest is TaskFixture {
         deploy(defaultConfig());
         vm.deal(owner, STAKE);
         vm.prank(owner);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.OwnerCannotServe.selector, owner));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.OwnerCannotServe.selector, owner));
         task.registerAggregator{value: STAKE}();
     }
 
@@ -84,7 +85,7 @@ contract FedChainTaskExitsTest is TaskFixture {
         deploy(defaultConfig());
         registerCommittee(5);
         vm.expectEmit(true, false, false, true, address(task));
-        emit FedChainTask.AggregatorLeft(agg(1), STAKE);
+        emit FedChainTaskStorage.AggregatorLeft(agg(1), STAKE);
         vm.prank(agg(1));
         task.leaveCommittee();
         assertEq(task.credits(agg(1)), STAKE, "stake credited");
@@ -93,7 +94,7 @@ contract FedChainTaskExitsTest is TaskFixture {
         assertEq(task.aggregators()[1], agg(4), "last member moved into the gap");
         assertEq(indexOf(agg(4)), 1, "its index follows");
         vm.prank(agg(1));
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.NotAggregator.selector, agg(1)));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.NotAggregator.selector, agg(1)));
         task.leaveCommittee();
         uint256 before = agg(1).balance;
         vm.prank(agg(1));
@@ -101,7 +102,7 @@ contract FedChainTaskExitsTest is TaskFixture {
         assertEq(agg(1).balance - before, STAKE, "stake paid out");
         startTask();
         vm.prank(agg(2));
-        vm.expectRevert(FedChainTask.TaskAlreadyStarted.selector);
+        vm.expectRevert(FedChainTaskStorage.TaskAlreadyStarted.selector);
         task.leaveCommittee();
     }
 
@@ -110,7 +111,7 @@ contract FedChainTaskExitsTest is TaskFixture {
     /// @notice Attack: sybil clients register by the dozen and fill every round's slots; a
     ///         `clientAllowlist` task admits only the accounts its owner allowed.
     function testFuzz_allowlistAdmitsExactlyTheAllowedClients(uint8 allowedMask) public {
-        FedChainTask.TaskConfig memory cfg = defaultConfig();
+        FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
         cfg.clientAllowlist = true;
         deploy(cfg);
         uint256 count = 0;
@@ -126,13 +127,13 @@ contract FedChainTaskExitsTest is TaskFixture {
         vm.expectRevert(abi.encodeWithSelector(Ownable.OwnableUnauthorizedAccount.selector, client(0)));
         task.allowClients(allowed);
         vm.expectEmit(false, false, false, true, address(task));
-        emit FedChainTask.ClientsAllowed(allowed);
+        emit FedChainTaskStorage.ClientsAllowed(allowed);
         vm.prank(owner);
         task.allowClients(allowed);
         for (uint256 i = 0; i < 6; ++i) {
             vm.prank(client(i));
             if (allowedMask & (1 << i) == 0) {
-                vm.expectRevert(abi.encodeWithSelector(FedChainTask.ClientNotAllowed.selector, client(i)));
+                vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.ClientNotAllowed.selector, client(i)));
             }
             task.registerClient();
         }
@@ -152,14 +153,14 @@ contract FedChainTaskExitsTest is TaskFixture {
     function test_skipRound_carriesTheModelForwardAfterTheCollectTimeout() public {
         setUpTask(4, 2);
         submitUpdates(1, 1); // one short of minUpdates
-        FedChainTask.TaskConfig memory cfg = task.config();
+        FedChainTaskStorage.TaskConfig memory cfg = task.config();
         uint256 timeoutBlock = task.getRound(1).openBlock + cfg.collectWindow + cfg.collectTimeout;
         vm.roll(timeoutBlock);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.CollectionNotTimedOut.selector, 1, timeoutBlock));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.CollectionNotTimedOut.selector, 1, timeoutBlock));
         task.skipRound(1);
         vm.roll(timeoutBlock + 1);
         vm.expectEmit(true, false, false, true, address(task));
-        emit FedChainTask.RoundSkipped(1, 1, MODEL0);
+        emit FedChainTaskStorage.RoundSkipped(1, 1, MODEL0);
         task.skipRound(1);
         assertEq(task.roundDigest(1), MODEL0, "initial model carried forward");
         assertEq(task.currentRound(), 2, "round 2 open");
@@ -169,10 +170,10 @@ contract FedChainTaskExitsTest is TaskFixture {
     function test_skipRound_refusedOnceCollectionClosed() public {
         setUpTask(4, 2);
         submitUpdates(1, 2);
-        FedChainTask.TaskConfig memory cfg = task.config();
+        FedChainTaskStorage.TaskConfig memory cfg = task.config();
         uint256 timeoutBlock = task.getRound(1).openBlock + cfg.collectWindow + cfg.collectTimeout;
         vm.roll(timeoutBlock + 1);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.CollectionNotTimedOut.selector, 1, timeoutBlock));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.CollectionNotTimedOut.selector, 1, timeoutBlock));
         task.skipRound(1);
     }
 
@@ -186,16 +187,16 @@ contract FedChainTaskExitsTest is TaskFixture {
         task.challenge{value: CHALLENGE_BOND}(1);
         uint256 abortBlock = task.getRound(1).openBlock + task.config().abortTimeout;
         vm.roll(abortBlock);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.TaskNotStalled.selector, abortBlock));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.TaskNotStalled.selector, abortBlock));
         task.abortTask();
         vm.roll(abortBlock + 1);
         vm.expectEmit(true, true, false, true, address(task));
-        emit FedChainTask.TaskAborted(1, client(0), BOND + CHALLENGE_BOND);
+        emit FedChainTaskStorage.TaskAborted(1, client(0), BOND + CHALLENGE_BOND);
         vm.prank(client(0));
         task.abortTask();
         assertEq(task.credits(chosen), BOND, "submitter's bond back");
         assertEq(task.credits(challenger), CHALLENGE_BOND, "challenger's bond back");
-        vm.expectRevert(FedChainTask.TaskAlreadyCompleted.selector);
+        vm.expectRevert(FedChainTaskStorage.TaskAlreadyCompleted.selector);
         task.abortTask();
         for (uint256 i = 0; i < 4; ++i) {
             vm.prank(agg(i));
@@ -230,7 +231,7 @@ contract FedChainTaskExitsTest is TaskFixture {
         assertEq(task.credits(BURN), CHALLENGE_BOND, "forfeited bond burned");
         assertEq(task.credits(owner), 0, "the owner gains nothing");
         vm.prank(griefer);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.AlreadyChallenged.selector, 1, griefer));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.AlreadyChallenged.selector, 1, griefer));
         task.challenge{value: CHALLENGE_BOND}(1);
     }
 
@@ -245,7 +246,7 @@ contract FedChainTaskExitsTest is TaskFixture {
         task.challenge{value: CHALLENGE_BOND}(1);
         vm.roll(task.getRound(1).disputeDeadline + 1);
         vm.expectEmit(true, true, true, true, address(task));
-        emit FedChainTask.DisputeExpired(1, 0, chosen, griefer, CHALLENGE_BOND);
+        emit FedChainTaskStorage.DisputeExpired(1, 0, chosen, griefer, CHALLENGE_BOND);
         task.expireDispute(1);
         assertEq(task.credits(chosen), BOND, "submitter's bond refunded");
         assertEq(task.credits(BURN), CHALLENGE_BOND, "challenge bond burned");
@@ -287,14 +288,14 @@ contract FedChainTaskExitsTest is TaskFixture {
         task.challenge{value: CHALLENGE_BOND}(1);
         bytes[] memory sigs = certificate(1, 0, wrong, true, 0, others);
         _slashForEquivocation(others[4]);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.QuorumNotReached.selector, 4, 5));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.QuorumNotReached.selector, 4, 5));
         task.resolveDispute(1, 0, true, 0, sigs);
     }
 
     function _slashForEquivocation(uint256 member) private {
         bytes32 d = keccak256("elsewhere");
-        FedChainTask.SignedVote memory a;
-        FedChainTask.SignedVote memory b;
+        FedChainTaskStorage.SignedVote memory a;
+        FedChainTaskStorage.SignedVote memory b;
         (a.round, a.attempt, a.aggregateDigest, a.faulty) = (1, 0, d, true);
         (b.round, b.attempt, b.aggregateDigest, b.faulty) = (1, 0, d, false);
         (uint8 v, bytes32 r, bytes32 s) = vm.sign(aggKey(member), task.verdictDigest(1, 0, d, true, 9));

@@ -3,6 +3,7 @@ pragma solidity ^0.8.24;
 
 import {TaskFixture} from "./utils/TaskFixture.sol";
 import {FedChainTask} from "../FedChainTask.sol";
+import {FedChainTaskStorage} from "../FedChainTaskStorage.sol";
 import {Quorums} from "../lib/Quorums.sol";
 import {Rotation} from "../lib/Rotation.sol";
 import {ClientRecords} from "../lib/ClientRecords.sol";
@@ -75,7 +76,7 @@ contract FedChainTaskFuzzTest is TaskFixture {
     /// @notice closeBlock = the block of the maxUpdates-th update, else max(openBlock +
     ///         collectWindow, block of the minUpdates-th update).
     function testFuzz_collectionCloseBlock(uint32 minU, uint32 maxU, uint32 window, uint256 count, uint256 gap) public {
-        FedChainTask.TaskConfig memory cfg = defaultConfig();
+        FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
         cfg.minUpdates = uint32(bound(minU, 1, 6));
         cfg.maxUpdates = uint32(bound(maxU, cfg.minUpdates, 8));
         cfg.collectWindow = uint32(bound(window, 1, 20));
@@ -85,7 +86,7 @@ contract FedChainTaskFuzzTest is TaskFixture {
         startTask();
         uint256 open = block.number;
         _registerSpaced(cfg, bound(count, 0, cfg.maxUpdates), bound(gap, 0, 3));
-        FedChainTask.RoundInfo memory info = task.getRound(1);
+        FedChainTaskStorage.RoundInfo memory info = task.getRound(1);
         if (info.updateCount < cfg.minUpdates) {
             assertEq(info.closeBlock, 0, "open until minUpdates");
         } else if (_maxBlock != 0) {
@@ -102,7 +103,7 @@ contract FedChainTaskFuzzTest is TaskFixture {
 
     /// @dev Clients 0 .. count-1 register one update each, `gap` blocks apart, while
     ///      collection is open; records the blocks of the min- and maxUpdates-th updates.
-    function _registerSpaced(FedChainTask.TaskConfig memory cfg, uint256 count, uint256 gap) private {
+    function _registerSpaced(FedChainTaskStorage.TaskConfig memory cfg, uint256 count, uint256 gap) private {
         for (uint256 i = 0; i < count; ++i) {
             if (task.getRound(1).collectionClosed) break;
             vm.prank(client(i));
@@ -121,7 +122,7 @@ contract FedChainTaskFuzzTest is TaskFixture {
     function testFuzz_timeoutsPenaliseAndRotate(uint256 n, uint256 penalty, uint256 attempts, bool seeded, bytes32 seed)
         public
     {
-        FedChainTask.TaskConfig memory cfg = defaultConfig();
+        FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
         n = bound(n, 4, 8);
         cfg.timeoutPenalty = bound(penalty, 0, 2 * STAKE);
         cfg.rotationPolicy = seeded ? 1 : 0;
@@ -153,7 +154,7 @@ contract FedChainTaskFuzzTest is TaskFixture {
 
     /// @dev One missed deadline at attempt `a`, checked against the model `stakes`; returns the
     ///      penalty burned.
-    function _timeOut(FedChainTask.TaskConfig memory cfg, uint256[] memory stakes, uint256 a)
+    function _timeOut(FedChainTaskStorage.TaskConfig memory cfg, uint256[] memory stakes, uint256 a)
         private
         returns (uint256 p)
     {
@@ -171,7 +172,7 @@ contract FedChainTaskFuzzTest is TaskFixture {
 
     /// @dev The member the rotation must choose at attempt `a` of round 1: the first from the
     ///      start index whose (model) stake is still at `aggregatorStake`.
-    function _modelChoice(FedChainTask.TaskConfig memory cfg, uint256[] memory stakes, uint256 a)
+    function _modelChoice(FedChainTaskStorage.TaskConfig memory cfg, uint256[] memory stakes, uint256 a)
         private
         pure
         returns (address expected, uint256 chosenIndex)
@@ -213,7 +214,7 @@ contract FedChainTaskFuzzTest is TaskFixture {
     /// @notice Faulty verdict: the slashed stake + bond is split challenger half (rounded
     ///         down) / treasury rest; the challenger gets its bond back; nothing is created or lost.
     function testFuzz_disputeSplit(uint128 stakeAmount, uint128 bond, uint128 challengeBond, bool faulty) public {
-        FedChainTask.TaskConfig memory cfg = defaultConfig();
+        FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
         cfg.aggregatorStake = bound(stakeAmount, 1, 1e24);
         cfg.aggregateBond = bound(bond, 0, 1e24);
         cfg.challengeBond = bound(challengeBond, 0, 1e24);
@@ -248,7 +249,7 @@ contract FedChainTaskFuzzTest is TaskFixture {
     }
 
     /// @dev A 4-member task under `cfg` whose round-1 aggregate is submitted and challenged.
-    function _disputedWith(FedChainTask.TaskConfig memory cfg) private returns (address chosen, address challenger) {
+    function _disputedWith(FedChainTaskStorage.TaskConfig memory cfg) private returns (address chosen, address challenger) {
         deploy(cfg);
         for (uint256 i = 0; i < 4; ++i) {
             vm.deal(agg(i), 4e24);
@@ -284,7 +285,7 @@ contract FedChainTaskFuzzTest is TaskFixture {
         uint256 quorum = n - (n - 1) / 3;
         assertEq(task.commitQuorum(), quorum, "quorum");
         if (k < quorum) {
-            vm.expectRevert(abi.encodeWithSelector(FedChainTask.QuorumNotReached.selector, k, quorum));
+            vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.QuorumNotReached.selector, k, quorum));
         }
         task.resolveDispute(1, 0, faulty, 0, sigs);
     }
@@ -292,7 +293,7 @@ contract FedChainTaskFuzzTest is TaskFixture {
     /// @notice `withdraw` pays exactly the credits, once: a submitter's bond after a round
     ///         that first went through fuzzed missed deadlines.
     function testFuzz_withdrawPaysExactlyTheCredits(uint256 bond, uint8 timeouts) public {
-        FedChainTask.TaskConfig memory cfg = defaultConfig();
+        FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
         cfg.aggregateBond = bound(bond, 1, 1e24);
         deploy(cfg);
         registerCommittee(4);
@@ -322,7 +323,7 @@ contract FedChainTaskFuzzTest is TaskFixture {
         assertEq(address(task).balance, held - owed, "left the contract");
         assertEq(task.credits(chosen), 0, "credits cleared");
         vm.prank(chosen);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTask.NothingToWithdraw.selector, chosen));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.NothingToWithdraw.selector, chosen));
         task.withdraw();
     }
 }

@@ -4,6 +4,7 @@ pragma solidity ^0.8.24;
 import {Test} from "./utils/Test.sol";
 import {TaskFixture} from "./utils/TaskFixture.sol";
 import {FedChainTask} from "../FedChainTask.sol";
+import {FedChainTaskStorage} from "../FedChainTaskStorage.sol";
 
 /// @title TaskHandler
 /// @notice What forge's invariant runner calls: every protocol action of a 5-member committee
@@ -18,7 +19,7 @@ contract TaskHandler is TaskFixture {
     uint256 internal constant CLIENTS = 6;
     uint256 internal constant REPORTER_PK = 0xBEEF;
 
-    FedChainTask.TaskConfig internal cfg;
+    FedChainTaskStorage.TaskConfig internal cfg;
 
     // -- ghost books ----------------------------------------------------------------------
     uint256 public deposited; // stakes, top-ups, bonds and challenge bonds paid in
@@ -69,7 +70,7 @@ contract TaskHandler is TaskFixture {
         return task.currentRound();
     }
 
-    function _info() private view returns (FedChainTask.RoundInfo memory) {
+    function _info() private view returns (FedChainTaskStorage.RoundInfo memory) {
         return task.getRound(_round());
     }
 
@@ -161,7 +162,7 @@ contract TaskHandler is TaskFixture {
     function challenge(uint8 who) external {
         uint256 m = who % N;
         uint256 round = _round();
-        FedChainTask.RoundInfo memory info = _info();
+        FedChainTaskStorage.RoundInfo memory info = _info();
         // honest members challenge only wrong aggregates; the Byzantine one anything
         if (_honest(m) && info.aggregateDigest == honestDigest(round)) return;
         vm.prank(agg(m));
@@ -174,8 +175,8 @@ contract TaskHandler is TaskFixture {
     /// @notice The honest members' certificate of the true verdict (n - f = 4 of them).
     function resolve(uint8 viewNumber) external {
         uint256 round = _round();
-        FedChainTask.RoundInfo memory info = _info();
-        if (info.phase != FedChainTask.Phase.Disputed) return;
+        FedChainTaskStorage.RoundInfo memory info = _info();
+        if (info.phase != FedChainTaskStorage.Phase.Disputed) return;
         bool faulty = info.aggregateDigest != honestDigest(round);
         bytes[] memory sigs = certificate(round, info.attempt, info.aggregateDigest, faulty, viewNumber, _honestMembers(4));
         try task.resolveDispute(round, info.attempt, faulty, viewNumber, sigs) {
@@ -187,8 +188,8 @@ contract TaskHandler is TaskFixture {
     ///         never a quorum: must never be accepted.
     function forgeVerdict(uint8 helpers) external {
         uint256 round = _round();
-        FedChainTask.RoundInfo memory info = _info();
-        if (info.phase != FedChainTask.Phase.Disputed) return;
+        FedChainTaskStorage.RoundInfo memory info = _info();
+        if (info.phase != FedChainTaskStorage.Phase.Disputed) return;
         bool truth = info.aggregateDigest != honestDigest(round);
         uint256 h = helpers % 3;
         uint256[] memory signers = new uint256[](h + 1);
@@ -206,8 +207,8 @@ contract TaskHandler is TaskFixture {
     /// @notice Lets the open dispute time out (the committee stalls) and expires it.
     function expire(bool wait) external {
         uint256 round = _round();
-        FedChainTask.RoundInfo memory info = _info();
-        if (info.phase != FedChainTask.Phase.Disputed) return;
+        FedChainTaskStorage.RoundInfo memory info = _info();
+        if (info.phase != FedChainTaskStorage.Phase.Disputed) return;
         bool honestSubmission = info.aggregateDigest == honestDigest(round);
         // issue 20 item 5: before wip/20a an expired dispute sent the aggregate bond to the
         // treasury even when the aggregate was right; this campaign found it
@@ -236,8 +237,8 @@ contract TaskHandler is TaskFixture {
     function progress(uint8 seed) external {
         if (task.taskCompleted()) return;
         uint256 round = _round();
-        FedChainTask.Phase phase = task.phase(round);
-        if (phase == FedChainTask.Phase.Collecting) {
+        FedChainTaskStorage.Phase phase = task.phase(round);
+        if (phase == FedChainTaskStorage.Phase.Collecting) {
             if (task.getRound(round).closeBlock != 0) {
                 vm.roll(task.getRound(round).closeBlock);
             } else if (seed % 5 == 0) {
@@ -246,11 +247,11 @@ contract TaskHandler is TaskFixture {
                 this.submitUpdate(seed, seed);
                 this.submitUpdate(seed ^ 1, seed);
             }
-        } else if (phase == FedChainTask.Phase.Attesting) {
+        } else if (phase == FedChainTaskStorage.Phase.Attesting) {
             for (uint8 m = 0; m < N; ++m) {
                 if (_honest(m)) this.attest(m);
             }
-        } else if (phase == FedChainTask.Phase.Aggregating) {
+        } else if (phase == FedChainTaskStorage.Phase.Aggregating) {
             (address chosen,, uint256 deadline) = task.currentAggregator();
             if (chosen == address(0) || seed % 4 == 0) {
                 vm.roll(deadline + 1);
@@ -258,7 +259,7 @@ contract TaskHandler is TaskFixture {
             } else {
                 this.submitAggregate();
             }
-        } else if (phase == FedChainTask.Phase.Submitted) {
+        } else if (phase == FedChainTaskStorage.Phase.Submitted) {
             if (task.getRound(round).aggregateDigest != honestDigest(round)) {
                 this.challenge(0); // an honest member disputes a wrong aggregate
             } else if (seed % 3 == 0) {
@@ -267,7 +268,7 @@ contract TaskHandler is TaskFixture {
                 vm.roll(task.getRound(round).challengeDeadline + 1);
                 this.finalize();
             }
-        } else if (phase == FedChainTask.Phase.Disputed) {
+        } else if (phase == FedChainTaskStorage.Phase.Disputed) {
             if (seed % 3 == 0) {
                 this.expire(true); // the committee stalls
             } else {
@@ -280,7 +281,7 @@ contract TaskHandler is TaskFixture {
     /// @notice A round short of minUpdates: wait out its collect timeout (if `wait`) and skip it.
     function skipRound(bool wait) external {
         uint256 round = _round();
-        if (task.taskCompleted() || task.phase(round) != FedChainTask.Phase.Collecting) return;
+        if (task.taskCompleted() || task.phase(round) != FedChainTaskStorage.Phase.Collecting) return;
         uint256 timeoutBlock = task.getRound(round).openBlock + cfg.collectWindow + cfg.collectTimeout;
         if (wait && block.number <= timeoutBlock) vm.roll(timeoutBlock + 1);
         bytes32 carried = round == 1 ? MODEL0 : task.roundDigest(round - 1);
@@ -300,8 +301,8 @@ contract TaskHandler is TaskFixture {
         if (task.taskCompleted()) return;
         uint256 abortBlock = task.getRound(round).openBlock + cfg.abortTimeout;
         if (wait && block.number <= abortBlock) vm.roll(abortBlock + 1);
-        FedChainTask.RoundInfo memory info = _info();
-        bool holdsBond = info.phase == FedChainTask.Phase.Submitted || info.phase == FedChainTask.Phase.Disputed;
+        FedChainTaskStorage.RoundInfo memory info = _info();
+        bool holdsBond = info.phase == FedChainTaskStorage.Phase.Submitted || info.phase == FedChainTaskStorage.Phase.Disputed;
         uint256 before = holdsBond ? task.credits(info.aggregator) : 0;
         try task.abortTask() {
             _count(this.abortTask.selector);
@@ -314,7 +315,7 @@ contract TaskHandler is TaskFixture {
 
     function finalize() external {
         uint256 round = _round();
-        FedChainTask.RoundInfo memory info = _info();
+        FedChainTaskStorage.RoundInfo memory info = _info();
         address submitter = info.aggregator;
         uint256 before = task.credits(submitter);
         try task.finalize(round) {
@@ -336,8 +337,8 @@ contract TaskHandler is TaskFixture {
     function equivocate(uint8 viewNumber) external {
         if (viewNumber % 8 != 0) return; // rarely: a slashed Byzantine member stops submitting
         bytes32 d = keccak256("some dispute");
-        FedChainTask.SignedVote memory a;
-        FedChainTask.SignedVote memory b;
+        FedChainTaskStorage.SignedVote memory a;
+        FedChainTaskStorage.SignedVote memory b;
         (a.round, a.attempt, a.aggregateDigest, a.faulty) = (1, 0, d, true);
         (b.round, b.attempt, b.aggregateDigest, b.faulty) = (1, 0, d, false);
         (uint8 v, bytes32 r, bytes32 s) = vm.sign(aggKey(BYZANTINE), task.verdictDigest(1, 0, d, true, viewNumber));
@@ -398,9 +399,9 @@ contract TaskHandler is TaskFixture {
         total += task.credits(address(0)); // burned: penalties, slash remainders, forfeits
         uint256 round = _round();
         if (round != 0 && !aborted) {
-            FedChainTask.Phase phase = task.phase(round);
-            if (phase == FedChainTask.Phase.Submitted) total += BOND;
-            if (phase == FedChainTask.Phase.Disputed) total += BOND + CHALLENGE_BOND;
+            FedChainTaskStorage.Phase phase = task.phase(round);
+            if (phase == FedChainTaskStorage.Phase.Submitted) total += BOND;
+            if (phase == FedChainTaskStorage.Phase.Disputed) total += BOND + CHALLENGE_BOND;
         }
     }
 

@@ -4,6 +4,7 @@ pragma solidity ^0.8.24;
 import {Test} from "./utils/Test.sol";
 import {TaskFixture} from "./utils/TaskFixture.sol";
 import {FedChainTask} from "../FedChainTask.sol";
+import {FedChainTaskStorage} from "../FedChainTaskStorage.sol";
 
 /// @title PreStartHandler
 /// @notice The committee before `start`: members join and leave in any order, the owner may
@@ -16,7 +17,7 @@ contract PreStartHandler is TaskFixture {
     uint256 public startedBelowFour;
 
     constructor() {
-        FedChainTask.TaskConfig memory cfg = defaultConfig();
+        FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
         cfg.abortTimeout = 40;
         deploy(cfg);
     }

@@ -3,6 +3,7 @@ pragma solidity ^0.8.24;
 
 import {TaskFixture} from "./utils/TaskFixture.sol";
 import {FedChainTask} from "../FedChainTask.sol";
+import {FedChainTaskStorage} from "../FedChainTaskStorage.sol";
 import {PrivacyRecords} from "../PrivacyRecords.sol";
 
 /// @notice Deploys a task with its PrivacyRecords and signs records with the clients' keys.
@@ -11,7 +12,7 @@ abstract contract RecordsFixture is TaskFixture {
     PrivacyRecords internal records;
 
     function setUpRecords() internal {
-        FedChainTask.TaskConfig memory cfg = defaultConfig();
+        FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
         deploy(cfg);
         records = new PrivacyRecords(address(task), REVEAL_WINDOW);
         registerCommittee(4);
@@ -95,7 +96,7 @@ contract PrivacyRecordsUnitTest is RecordsFixture {
         // a reveal while round 1 is still collecting
         vm.prank(client(0));
         vm.expectRevert(
-            abi.encodeWithSelector(PrivacyRecords.NotRevealing.selector, 1, uint8(FedChainTask.Phase.Collecting))
+            abi.encodeWithSelector(PrivacyRecords.NotRevealing.selector, 1, uint8(FedChainTaskStorage.Phase.Collecting))
         );
         records.submitRecord(1, 2, hex"01");
     }
@@ -110,7 +111,7 @@ contract PrivacyRecordsUnitTest is RecordsFixture {
         assertFalse(records.revealing(1), "closed after the window");
         vm.prank(client(1));
         vm.expectRevert(
-            abi.encodeWithSelector(PrivacyRecords.NotRevealing.selector, 1, uint8(FedChainTask.Phase.Aggregating))
+            abi.encodeWithSelector(PrivacyRecords.NotRevealing.selector, 1, uint8(FedChainTaskStorage.Phase.Aggregating))
         );
         records.submitRecord(1, 2, hex"aa");
     }
@@ -177,7 +178,7 @@ contract PrivacyRecordsUnitTest is RecordsFixture {
         // a reveal in a batch outside the window
         bytes memory reveal = signedRecord(0, 2, 1, hex"0102");
         vm.expectRevert(
-            abi.encodeWithSelector(PrivacyRecords.NotRevealing.selector, 1, uint8(FedChainTask.Phase.Collecting))
+            abi.encodeWithSelector(PrivacyRecords.NotRevealing.selector, 1, uint8(FedChainTaskStorage.Phase.Collecting))
         );
         records.submitRecords(1, reveal);
     }
@@ -235,8 +236,8 @@ contract RecordsHandler is RecordsFixture {
     }
 
     function _windowOpen(uint256 round) private view returns (bool) {
-        FedChainTask.RoundInfo memory info = task.getRound(round);
-        return info.phase == FedChainTask.Phase.Aggregating && info.attempt == 0
+        FedChainTaskStorage.RoundInfo memory info = task.getRound(round);
+        return info.phase == FedChainTaskStorage.Phase.Aggregating && info.attempt == 0
             && block.number < uint256(info.attemptStart) + REVEAL_WINDOW;
     }
 
@@ -281,15 +282,15 @@ contract RecordsHandler is RecordsFixture {
     function advanceTask() external {
         if (task.taskCompleted()) return;
         uint256 round = task.currentRound();
-        FedChainTask.Phase phase = task.phase(round);
-        if (phase == FedChainTask.Phase.Collecting) {
+        FedChainTaskStorage.Phase phase = task.phase(round);
+        if (phase == FedChainTaskStorage.Phase.Collecting) {
             if (task.getRound(round).closeBlock == 0) submitUpdates(round, 2);
             else vm.roll(task.getRound(round).closeBlock);
-        } else if (phase == FedChainTask.Phase.Aggregating) {
+        } else if (phase == FedChainTaskStorage.Phase.Aggregating) {
             (address chosen,,) = task.currentAggregator();
             vm.prank(chosen);
             task.submitAggregate{value: BOND}(round, honestDigest(round), false);
-        } else if (phase == FedChainTask.Phase.Submitted) {
+        } else if (phase == FedChainTaskStorage.Phase.Submitted) {
             vm.roll(task.getRound(round).challengeDeadline + 1);
             task.finalize(round);
         }

@@ -3,6 +3,7 @@ pragma solidity ^0.8.24;
 
 import {Test} from "./Test.sol";
 import {FedChainTask} from "../../FedChainTask.sol";
+import {FedChainTaskStorage} from "../../FedChainTaskStorage.sol";
 
 /// @title TaskFixture
 /// @notice Deploys a FedChainTask with known keys (owner, committee, clients) and drives it:
@@ -24,7 +25,7 @@ abstract contract TaskFixture is Test {
     FedChainTask internal task;
     address internal owner;
 
-    function defaultConfig() internal pure returns (FedChainTask.TaskConfig memory cfg) {
+    function defaultConfig() internal pure returns (FedChainTaskStorage.TaskConfig memory cfg) {
         cfg.initialModelDigest = MODEL0;
         cfg.ruleId = keccak256("fedavg");
         cfg.ruleParamsHash = keccak256("params");
@@ -47,7 +48,7 @@ abstract contract TaskFixture is Test {
         cfg.abortTimeout = 200;
     }
 
-    function deploy(FedChainTask.TaskConfig memory cfg) internal returns (FedChainTask) {
+    function deploy(FedChainTaskStorage.TaskConfig memory cfg) internal returns (FedChainTask) {
         owner = vm.addr(OWNER_PK);
         vm.roll(100);
         vm.prank(owner);
@@ -113,7 +114,7 @@ abstract contract TaskFixture is Test {
 
     /// @notice Moves to the first block at which `round`'s collection is closed.
     function closeCollection(uint256 round) internal {
-        FedChainTask.RoundInfo memory info = task.getRound(round);
+        FedChainTaskStorage.RoundInfo memory info = task.getRound(round);
         require(info.closeBlock != 0, "collection cannot close: too few updates");
         if (block.number < info.closeBlock) vm.roll(info.closeBlock);
     }

@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
+import {Quorums} from "./lib/Quorums.sol";
+import {EquivocationEvidence} from "./lib/EquivocationEvidence.sol";
+import {FedChainTaskStorage} from "./FedChainTaskStorage.sol";
+
+/// @title TaskDisputes
+/// @notice The dispute path of a FedChainTask (`challenge`, `resolveDispute`,
+///         `expireDispute`, `slashEquivocation`), in a contract of its own so that the task
+///         stays under the EIP-170 code size limit. Each task creates one in its constructor
+///         and runs these functions in it by DELEGATECALL (`FedChainTask._delegateToDisputes`):
+///         the code below reads and writes the task's storage (the layout both inherit from
+///         `FedChainTaskStorage`), emits its events from the task's address, and credits and
+///         holds value in the task's balance. Its functions have the task's signatures, so the
+///         task forwards its calldata unchanged.
+/// @dev    Called directly, each function reverts with `NotDelegated`: the module's own
+///         storage is never used (it would be an unstarted task's anyway).
+// Slither's locked-ether: `challenge` is payable because the task forwards its msg.value
+// (the challenge bond) with the DELEGATECALL; that value is the task's balance (and its
+// `credits`), never this contract's: called directly, `onlyDelegated` reverts, so no ether
+// can reach this contract.
+// slither-disable-next-line locked-ether
+contract TaskDisputes is FedChainTaskStorage {
+    /// @notice A TaskDisputes function was called other than by DELEGATECALL from its task.
+    error NotDelegated();
+
+    /// @dev The task that created this module: the only context its functions run in.
+    address private immutable _task;
+
+    /// @param cfg The creating task's parameters (the same immutables as the task's).
+    /// @param evidence The creating task's equivocation-evidence checker.
+    constructor(TaskConfig memory cfg, EquivocationEvidence evidence) FedChainTaskStorage(cfg, evidence) {
+        _task = msg.sender;
+    }
+
+    /// @dev Reverts unless this code runs in its task's context (DELEGATECALL from the task).
+    modifier onlyDelegated() {
+        // INVARIANT: the dispute path only ever acts on its task's storage.
+        if (address(this) != _task) revert NotDelegated();
+        _;
+    }
+
+    /// @notice Body of `FedChainTask.challenge` (see its NatSpec), run by DELEGATECALL.
+    function challenge(uint256 round) external payable onlyDelegated {
+        // INVARIANT: a finalized round is immutable.
+        if (_rounds[round].status == Phase.Finalized) revert RoundAlreadyFinalized(round);
+        RoundState storage rs = _currentRoundState(round);
+        Phase status = rs.status;
+        // INVARIANT: at most one open dispute per submission.
+        if (status == Phase.Disputed) revert DisputeOpen(round, rs.challenger);
+        // INVARIANT: only a submitted aggregate can be challenged.
+        if (status != Phase.Submitted) revert NoAggregateSubmitted(round);
+        uint256 challengeDeadline = uint256(rs.submitBlock) + _challengeWindow;
+        // INVARIANT: challenges are allowed iff block.number <= challengeDeadline (finalize
+        // needs block.number > challengeDeadline), so the two never overlap.
+        if (block.number > challengeDeadline) revert ChallengeWindowClosed(round, challengeDeadline);
+        AggregatorState storage info = _aggregatorState[msg.sender];
+        // INVARIANT: only committee members challenge (they are the PBFT replicas).
+        if (!info.registered) revert NotAggregator(msg.sender);
+        // INVARIANT: a slashed member has no say in disputes any more.
+        if (info.slashed) revert AggregatorIsSlashed(msg.sender);
+        // INVARIANT: nobody disputes its own aggregate.
+        if (info.index == rs.aggregatorIndex) revert ChallengerIsSubmitter(msg.sender);
+        uint256 bit = 1 << info.index;
+        // INVARIANT: one challenge per member per submission (a frivolous challenger cannot
+        // hold a good aggregate up again and again).
+        if (rs.challengerMask & bit != 0) revert AlreadyChallenged(round, msg.sender);
+        // INVARIANT: every challenge is backed by exactly the configured bond.
+        if (msg.value != _challengeBond) revert WrongValue(_challengeBond, msg.value);
+
+        rs.status = Phase.Disputed;
+        rs.challengerMask |= bit;
+        rs.challenger = msg.sender;
+        rs.challengeBlock = _blockNow();
+        emit Challenged(round, rs.attempt, msg.sender, rs.aggregateDigest);
+    }
+
+    /// @notice Body of `FedChainTask.resolveDispute` (see its NatSpec), run by DELEGATECALL.
+    function resolveDispute(
+        uint256 round,
+        uint256 attempt,
+        bool faulty,
+        uint256 viewNumber,
+        bytes[] calldata signatures
+    ) external onlyDelegated {
+        RoundState storage rs = _currentRoundState(round);
+        // INVARIANT: a verdict needs an open dispute.
+        if (rs.status != Phase.Disputed) revert NoOpenDispute(round);
+        // INVARIANT: a certificate only settles the submission it was made for.
+        if (attempt != rs.attempt) revert AttemptMismatch(round, rs.attempt, attempt);
+        uint256 disputeDeadline = uint256(rs.challengeBlock) + _disputeTimeout;
+        // INVARIANT: resolveDispute is allowed iff block.number <= disputeDeadline and
+        // expireDispute iff block.number > disputeDeadline, so the two never overlap.
+        if (block.number > disputeDeadline) revert DisputeTimedOut(round, disputeDeadline);
+        _verifyCertificate(_verdictDigest(round, attempt, rs.aggregateDigest, faulty, viewNumber), signatures);
+
+        address challenger = rs.challenger;
+        rs.challenger = address(0);
+        rs.challengeBlock = 0;
+        if (faulty) {
+            _rejectAggregate(round, rs, challenger, viewNumber);
+        } else {
+            _upholdAggregate(round, rs, challenger, viewNumber);
+        }
+    }
+
+    /// @notice Body of `FedChainTask.expireDispute` (see its NatSpec), run by DELEGATECALL.
+    function expireDispute(uint256 round) external onlyDelegated {
+        RoundState storage rs = _currentRoundState(round);
+        // INVARIANT: only an open dispute can expire.
+        if (rs.status != Phase.Disputed) revert NoOpenDispute(round);
+        uint256 disputeDeadline = uint256(rs.challengeBlock) + _disputeTimeout;
+        // INVARIANT: expiry needs block.number > disputeDeadline (see resolveDispute).
+        if (block.number <= disputeDeadline) revert DisputeNotTimedOut(round, disputeDeadline);
+
+        address submitter = _aggregators[rs.aggregatorIndex];
+        address challenger = rs.challenger;
+        uint32 attempt = rs.attempt;
+        uint256 burned = _challengeBond;
+        rs.challenger = address(0);
+        rs.challengeBlock = 0;
+        // INVARIANT: an aggregate whose dispute expired is never finalized.
+        _reopen(rs);
+        // Nothing was proven: the submitter's bond comes back; the challenge bond is burned
+        // (never paid to anyone, so neither side can profit from stalling the committee).
+        _credit(submitter, _aggregateBond);
+        _credit(_BURN, burned);
+        emit DisputeExpired(round, attempt, submitter, challenger, burned);
+    }
+
+    /// @notice Body of `FedChainTask.slashEquivocation` (see its NatSpec), run by DELEGATECALL.
+    function slashEquivocation(
+        uint8 kind,
+        uint256 viewNumber,
+        uint256 seq,
+        SignedVote calldata a,
+        SignedVote calldata b
+    ) external onlyDelegated {
+        // The evidence checks (kind, conflict, both signatures, one signer) run in `_evidence`,
+        // which takes this call's arguments as they are (same signature).
+        (seq, a, b); // forwarded in msg.data
+        // slither-disable-next-line low-level-calls
+        (bool ok, bytes memory ret) = address(_evidence).staticcall(msg.data);
+        if (!ok) {
+            assembly ("memory-safe") {
+                revert(add(ret, 32), mload(ret))
+            }
+        }
+        address signer = abi.decode(ret, (address));
+        // INVARIANT: only committee members can be slashed.
+        if (!_aggregatorState[signer].registered) revert SignerNotMember(0, signer);
+        AggregatorState storage info = _aggregatorState[signer];
+        // INVARIANT: a member is slashed at most once.
+        if (info.slashed) revert AggregatorIsSlashed(signer);
+
+        _restartAttemptOf(signer);
+        uint256 amount = info.stake;
+        uint256 reward = amount / 2;
+        info.stake = 0;
+        info.slashed = true;
+        _credit(msg.sender, reward);
+        _credit(_BURN, amount - reward);
+        emit Slashed(signer, amount);
+        emit EquivocationSlashed(signer, kind, viewNumber, msg.sender, reward, amount - reward);
+    }
+
+    /// @dev If `member` is the aggregator chosen for the current attempt of a running round
+    ///      with no submission, opens attempt + 1 at this block (call before slashing it), so
+    ///      the next member in rotation gets a whole submitTimeout instead of its old deadline.
+    function _restartAttemptOf(address member) private {
+        uint256 round = _currentRound;
+        if (!_started || _completed) return;
+        RoundState storage rs = _rounds[round];
+        if (rs.status != Phase.Pending || !_collectionClosed(rs) || !_availabilityFixed(rs)) return;
+        (address chosen,,) = _chosen(round, rs);
+        if (chosen != member) return;
+        uint24 newAttempt = rs.attempt + 1;
+        rs.attempt = newAttempt;
+        rs.attemptStart = _blockNow();
+        emit AttemptAdvanced(round, newAttempt, member, 0);
+    }
+
+    /// @dev Faulty verdict: slash the submitter, split the slashed amount, re-open the round.
+    function _rejectAggregate(uint256 round, RoundState storage rs, address challenger, uint256 viewNumber) private {
+        address submitter = _aggregators[rs.aggregatorIndex];
+        uint32 attempt = rs.attempt;
+        AggregatorState storage sub = _aggregatorState[submitter];
+        uint256 slashedAmount = sub.stake + _aggregateBond;
+        // INVARIANT: the challenger gets at most half of what is slashed, so challenging one's
+        // own aggregate through a second identity loses the other half.
+        uint256 reward = slashedAmount / 2;
+        uint256 treasuryAmount = slashedAmount - reward;
+        sub.stake = 0;
+        sub.slashed = true;
+        // INVARIANT: a rejected aggregate never counts; the next attempt starts now and the
+        // rotation skips the slashed submitter.
+        _reopen(rs);
+        _credit(challenger, _challengeBond + reward);
+        _credit(_BURN, treasuryAmount);
+        emit Slashed(submitter, slashedAmount);
+        emit DisputeResolved(round, attempt, true, viewNumber, challenger, slashedAmount, reward, treasuryAmount);
+    }
+
+    /// @dev Not-faulty verdict: the forfeited challenge bond is burned (paying it to the
+    ///      submitter would let a colluding pair stall rounds for free), the aggregate stands.
+    function _upholdAggregate(uint256 round, RoundState storage rs, address challenger, uint256 viewNumber) private {
+        uint256 bond = _challengeBond;
+        rs.status = Phase.Submitted;
+        _credit(_BURN, bond);
+        emit DisputeResolved(round, rs.attempt, false, viewNumber, challenger, 0, 0, bond);
+    }
+
+    /// @dev Reverts unless `signatures` certify `digest`: all valid (OpenZeppelin ECDSA: 65
+    ///      bytes, low s, v in {27, 28}), recovered signers registered and not slashed, strictly
+    ///      increasing, and at least commitQuorum(n) of them (n frozen at start).
+    function _verifyCertificate(bytes32 digest, bytes[] calldata signatures) private view {
+        uint256 quorum = Quorums.commitQuorum(_committeeSize);
+        uint256 count = signatures.length;
+        // INVARIANT: a certificate carries at least n - f distinct member signatures (checked
+        // up front; every entry must then be valid, so count == distinct valid signers).
+        if (count < quorum) revert QuorumNotReached(count, quorum);
+        address previous = address(0);
+        uint256 valid = 0;
+        for (uint256 i = 0; i < count; ++i) {
+            // The third return value (the error's argument) adds nothing to `err`.
+            // slither-disable-next-line unused-return
+            (address signer, ECDSA.RecoverError err,) = ECDSA.tryRecoverCalldata(digest, signatures[i]);
+            // INVARIANT: only well-formed, non-malleable signatures count.
+            if (err != ECDSA.RecoverError.NoError) revert InvalidSignature(i, uint8(err));
+            AggregatorState storage info = _aggregatorState[signer];
+            // INVARIANT: only committee members vote (a signature over other data recovers a
+            // stranger).
+            if (!info.registered) revert SignerNotMember(i, signer);
+            // INVARIANT: signers are strictly increasing, so each member counts once.
+            if (signer <= previous) {
+                if (signer == previous) revert DuplicateSigner(i, signer);
+                revert SignersNotSorted(i, previous, signer);
+            }
+            previous = signer;
+            // INVARIANT: a slashed member's vote no longer counts, but it does not void the
+            // others' (a signer slashed after signing cannot sink a quorum).
+            if (!info.slashed) ++valid;
+        }
+        if (valid < quorum) revert QuorumNotReached(valid, quorum);
+    }
+}
