@@ -56,6 +56,8 @@ class Publication:
     available: bool = True
     #: committee indices the bytes are handed to (``partial``): the publisher keeps none
     push_to: tuple[int, ...] = ()
+    #: the stop claim submitted with it (None: the honest stopping decision)
+    stop: bool | None = None
 
 
 def _with_params(ctx: RoundContext, params: np.ndarray) -> bytes:
@@ -63,7 +65,8 @@ def _with_params(ctx: RoundContext, params: np.ndarray) -> bytes:
     honest = decode_global_state(layout, ctx.honest.payload)
     clipped = np.clip(params, -INT32_MAX, INT32_MAX).astype(np.int64)
     return encode_global_state(
-        layout, GlobalState(ctx.round, clipped, honest.opt_state, honest.clip_norm)
+        layout,
+        GlobalState(ctx.round, clipped, honest.opt_state, honest.clip_norm, honest.stop_count),
     )
 
 
@@ -155,8 +158,14 @@ TAMPERS: dict[str, Tamper] = {
     "substitute": tamper_substitute,
 }
 
-#: Every publish behaviour: the tampers, plus honest, withhold and unavailable.
-PUBLISH_BEHAVIOURS = ("honest", "withhold", "unavailable", "partial", *TAMPERS)
+#: Wrong stopping-rule claims (``aggregators.stopping``) next to the honest aggregate's
+#: bytes: ``false_stop`` claims the task ends when the rule says it does not, ``omit_stop``
+#: claims it goes on when the rule says stop (each honest in the other case).
+STOP_CLAIMS = ("false_stop", "omit_stop")
+
+#: Every publish behaviour: the tampers, the stop claims, plus honest, withhold and
+#: unavailable.
+PUBLISH_BEHAVIOURS = ("honest", "withhold", "unavailable", "partial", *TAMPERS, *STOP_CLAIMS)
 ATTESTERS = ("honest", "all", "none")
 CHALLENGERS = ("honest", "frivolous", "never")
 PBFT_BEHAVIOURS = ("honest", "lying", "equivocating", "double", "silent", "colluding")
@@ -195,6 +204,8 @@ class Behaviour:
             unknown = sorted(set(self.params) - {"to"})
             if unknown:
                 raise ConfigError(f"behaviour 'partial' does not take {unknown}; accepted: ['to']")
+        if self.publish in STOP_CLAIMS and self.params:
+            raise ConfigError(f"behaviour {self.publish!r} takes no params")
         if self.crash_at is not None and self.crash_at not in CRASH_PHASES:
             raise ConfigError(f"crash_at must be one of {CRASH_PHASES}, got {self.crash_at!r}")
         if self.publish in TAMPERS:
@@ -232,6 +243,8 @@ class Behaviour:
         if self.publish == "partial":
             to = tuple(int(i) for i in self.params["to"])
             return Publication(ctx.honest.payload, available=False, push_to=to)
+        if self.publish in STOP_CLAIMS:
+            return Publication(ctx.honest.payload, stop=self.publish == "false_stop")
         return Publication(TAMPERS[self.publish](ctx, **dict(self.params)))
 
 

@@ -26,7 +26,7 @@ Private rounds (docs/privacy.md) keep that property:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -37,6 +37,7 @@ from aggregators.base import AggregationInput, AggregationRule
 from aggregators.intmath import div_round_half_even
 from aggregators.private import PrivateInputs, private_sum
 from aggregators.registry import make_rule
+from aggregators.stopping import StopRule
 from privacy.adaptive_clip import next_clip_norm_from_count
 from privacy.distributed import decode_mean
 from privacy.spec import PrivacySpec
@@ -77,6 +78,8 @@ class RoundResult:
     carried_forward: bool = False
     #: privacy details: why a private sum failed, dropped peers, bad shares, clip norms
     notes: dict[str, Any] = field(default_factory=dict)
+    #: the stopping rule's decision (``aggregators.stopping``): this round ends the task
+    stop: bool = False
 
 
 def rule_for(manifest: TaskManifest) -> AggregationRule:
@@ -192,7 +195,8 @@ def _plain_round(
             notes["selection"] = _to_clients(out.details, included)
         clip = _next_clip(spec, previous, ones, len(rows), notes)
         new_state = GlobalState(round_, out.params, dict(out.state), clip)
-    return _result(layout, round_, new_state, included, excluded, selected, carried, notes)
+    new_state, stop = _stop_state(manifest, previous, new_state, carried, notes)
+    return _result(layout, round_, new_state, included, excluded, selected, carried, notes, stop)
 
 
 def _sum_round(
@@ -229,8 +233,17 @@ def _sum_round(
         ones = int(summed.total[layout.size]) if spec.adaptive_clip else 0
         clip = _next_clip(spec, previous, ones, count, notes)
         new_state = GlobalState(round_, out.params, dict(out.state), clip)
+    new_state, stop = _stop_state(manifest, previous, new_state, carried, notes)
     return _result(
-        layout, round_, new_state, list(summed.included), summed.excluded, None, carried, notes
+        layout,
+        round_,
+        new_state,
+        list(summed.included),
+        summed.excluded,
+        None,
+        carried,
+        notes,
+        stop,
     )
 
 
@@ -278,6 +291,29 @@ def _carry(round_: int, previous: GlobalState) -> GlobalState:
     return GlobalState(round_, previous.params, dict(previous.opt_state), previous.clip_norm)
 
 
+def stop_rule_of(manifest: TaskManifest) -> StopRule | None:
+    """The task's stopping rule, or None when it has none."""
+    if manifest.stop_norm is None:
+        return None
+    return StopRule.of(manifest.stop_norm, manifest.stop_patience, manifest.numeric.frac_bits)
+
+
+def _stop_state(
+    manifest: TaskManifest,
+    previous: GlobalState,
+    new_state: GlobalState,
+    carried: bool,
+    notes: dict[str, Any],
+) -> tuple[GlobalState, bool]:
+    """The new state with the stopping rule's counter, and the round's stop decision."""
+    rule = stop_rule_of(manifest)
+    if rule is None:
+        return new_state, False
+    count, stop = rule.step(previous.stop_count or 0, previous.params, new_state.params, carried)
+    notes["stop_count"] = count
+    return replace(new_state, stop_count=count), stop
+
+
 def _next_clip(
     spec: PrivacySpec, previous: GlobalState, ones: int, count: int, notes: dict[str, Any]
 ) -> float | None:
@@ -306,6 +342,7 @@ def _result(
     selected: tuple[int, ...] | None,
     carried: bool,
     notes: dict[str, Any],
+    stop: bool = False,
 ) -> RoundResult:
     payload = encode_global_state(layout, state)
     return RoundResult(
@@ -317,4 +354,5 @@ def _result(
         selected=selected,
         carried_forward=carried,
         notes=notes,
+        stop=stop,
     )

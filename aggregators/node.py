@@ -10,8 +10,9 @@ One :meth:`AggregatorNode.step` reads the contract and does what the protocol as
   them), verify each against its on-chain digest (the store does), run the rule, publish the
   new global state and ``submitAggregate``;
 * the chosen aggregator let its deadline pass: ``advanceAttempt`` (anyone may);
-* another node submitted: re-execute the round and compare digests; a mismatch or an
-  unavailable aggregate is challenged (bonded) inside the window;
+* another node submitted: re-execute the round and compare digests and the stopping rule's
+  decision (``aggregators.stopping``); a mismatch or an unavailable aggregate is challenged
+  (bonded) inside the window;
 * the challenge window is over: ``finalize``;
 * a dispute went unresolved past its deadline: ``expireDispute`` (anyone may);
 * the exits (issue 20): the task made no progress for ``abortTimeout`` blocks (since the
@@ -76,10 +77,17 @@ class Verification:
     submitted: bytes
     expected: bytes
     available: bool
+    #: the submission's stop claim and the re-executed stopping decision
+    submitted_stop: bool = False
+    expected_stop: bool = False
 
     @property
     def agrees(self) -> bool:
-        return self.available and self.submitted == self.expected
+        return (
+            self.available
+            and self.submitted == self.expected
+            and self.submitted_stop == self.expected_stop
+        )
 
 
 @dataclass
@@ -334,6 +342,7 @@ class AggregatorNode:
             self.withheld.add((round_, chosen.attempt))
             return [AggregatorEvent(round_, "withhold", {"attempt": chosen.attempt})]
         digest = content_digest(publication.payload)
+        stop = result.stop if publication.stop is None else publication.stop
         with self.clock.phase(round_, "publish"):
             if publication.available:
                 self.store.put(publication.payload)
@@ -352,7 +361,7 @@ class AggregatorNode:
 
         def submit() -> Any:
             if claim is None:
-                return self.task.submit_aggregate(self.account, round_, digest)
+                return self.task.submit_aggregate(self.account, round_, digest, stop=stop)
             # a fault-proof task binds the claim to the submission (docs/fault-proof.md)
             return self.task.submit_aggregate_with_claim(self.account, round_, digest, claim)
 
@@ -364,7 +373,10 @@ class AggregatorNode:
                 {
                     "attempt": chosen.attempt,
                     "digest": digest.hex(),
-                    "honest": digest == result.digest and publication.available,
+                    "honest": digest == result.digest
+                    and publication.available
+                    and stop == result.stop,
+                    "stop": stop,
                     "included": list(result.included),
                     "excluded": {str(k): v for k, v in result.excluded.items()},
                     "privacy": result.notes,
@@ -382,7 +394,7 @@ class AggregatorNode:
             self._crash_here("before-verify", round_)
             with self.clock.phase(round_, "verify"):
                 verification = self.verify(
-                    round_, info.submission_attempt, submitter, info.aggregate_digest
+                    round_, info.submission_attempt, submitter, info.aggregate_digest, info.stop
                 )
             self.verifications[key] = verification
             events.append(
@@ -447,7 +459,7 @@ class AggregatorNode:
         submitter = info.aggregator or ""
         if self.behaviour.pbft == "colluding" and submitter in self.colluders:
             return False
-        verification = self.verify(round_, attempt, submitter, digest)
+        verification = self.verify(round_, attempt, submitter, digest, info.stop)
         return not verification.agrees
 
     # -- fault proof (docs/fault-proof.md) ------------------------------------------------
@@ -600,11 +612,15 @@ class AggregatorNode:
         self._cache = {key: (result, inputs)}
         return result, inputs
 
-    def verify(self, round_: int, attempt: int, submitter: str, submitted: bytes) -> Verification:
-        """Re-execute round ``round_`` and compare with the submitted digest."""
+    def verify(
+        self, round_: int, attempt: int, submitter: str, submitted: bytes, stop: bool = False
+    ) -> Verification:
+        """Re-execute round ``round_`` and compare with the submitted digest and stop claim."""
         expected, _ = self.compute(round_)
         available = has_digest(self.store, submitted)
-        return Verification(round_, attempt, submitter, submitted, expected.digest, available)
+        return Verification(
+            round_, attempt, submitter, submitted, expected.digest, available, stop, expected.stop
+        )
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -441,11 +441,14 @@ contract FedChainTask is FedChainTaskStorage {
     ///         `aggregateBond`. Opens the challenge window until submitBlock + challengeWindow.
     /// @param round Must be the current round, with collection closed.
     /// @param digest SHA-256 of the canonical bytes of the new global model (non-zero).
-    ///      On a fault-proof task (`setFaultGames`) use `submitAggregateWithClaim`.
-    function submitAggregate(uint256 round, bytes32 digest) external payable {
+    ///      On a fault-proof task (`setFaultGames`) use `submitAggregateWithClaim` (its
+    ///      aggregates never stop the task: the games do not check the stopping rule).
+    /// @param stop The task's stopping rule ends the task with this round (re-executed and
+    ///        challengeable like the digest; a finalized stop completes the task).
+    function submitAggregate(uint256 round, bytes32 digest, bool stop) external payable {
         // INVARIANT: a fault-proof task's aggregates are all bound to a claim.
         if (_faultProof) revert ClaimRequired(round);
-        _submitAggregate(round, digest);
+        _submitAggregate(round, digest, stop);
     }
 
     /// @notice Moves `round` to its next attempt after the chosen aggregator missed its
@@ -509,7 +512,7 @@ contract FedChainTask is FedChainTaskStorage {
         rs.status = Phase.Finalized;
         _credit(aggregator, _aggregateBond);
         emit RoundFinalized(round, digest, aggregator);
-        _openNext(round, digest);
+        _openNext(round, digest, rs.stop);
     }
 
     /// @notice Ends `round` without an aggregate when its collection timed out short of
@@ -530,13 +533,13 @@ contract FedChainTask is FedChainTaskStorage {
         rs.status = Phase.Finalized;
         rs.aggregateDigest = digest;
         emit RoundSkipped(round, rs.updateCount, digest);
-        _openNext(round, digest);
+        _openNext(round, digest, false);
     }
 
     /// @dev Opens the round after `round` (whose global model is `digest`), or completes the
-    ///      task after the last one.
-    function _openNext(uint256 round, bytes32 digest) private {
-        if (round == _numRounds) {
+    ///      task after the last one or a finalized stop.
+    function _openNext(uint256 round, bytes32 digest, bool stop) private {
+        if (stop || round == _numRounds) {
             _completed = true;
             emit TaskCompleted(round, digest);
         } else {
@@ -865,7 +868,8 @@ contract FedChainTask is FedChainTaskStorage {
         attempt = rs.attempt;
     }
 
-    /// @notice The current round (1-based); 0 before `start`, numRounds after completion.
+    /// @notice The current round (1-based); 0 before `start`, the last round (numRounds, or
+    ///         the round whose finalized stop completed the task) after completion.
     function currentRound() external view returns (uint256) {
         return _currentRound;
     }
@@ -926,6 +930,7 @@ contract FedChainTask is FedChainTaskStorage {
         if (rs.status != Phase.Pending) {
             info.aggregator = _aggregators[rs.aggregatorIndex];
             info.aggregateDigest = rs.aggregateDigest;
+            info.stop = rs.stop;
             info.submitBlock = rs.submitBlock;
             info.challengeDeadline = rs.submitBlock + uint64(_challengeWindow);
             info.submissionAttempt = rs.attempt;

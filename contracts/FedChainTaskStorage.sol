@@ -106,6 +106,7 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
         uint8 aggregatorIndex; // committee index of the current attempt's submitter
         uint16 attestCount; // members that attested (at most 256)
         uint32 updateCount; // updates registered
+        bool stop; // the submitted aggregate ends the task (the stopping rule's decision)
         // slot 1
         bytes32 aggregateDigest;
         // slot 2: written by a challenge, cleared when its dispute ends
@@ -140,6 +141,7 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
         uint32 attestCount; // members that attested for this round
         uint64 attestEnd; // closeBlock + attestWindow (0 while closeBlock is 0)
         bool availabilityFixed; // the included set can no longer change
+        bool stop; // the submission claims the stopping rule ends the task
     }
 
     /// @dev One slot, so the rotation walk reads one slot per candidate.
@@ -460,7 +462,7 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     // task; `onlyDelegated` refuses any other context).
     // slither-disable-start uninitialized-state
     // One slot: what every round transaction reads first.
-    uint64 internal _currentRound; // 0 before start; stays at numRounds after completion
+    uint64 internal _currentRound; // 0 before start; stays at the last round after completion
     bool internal _started;
     bool internal _completed; // also set by abortTask (see the TaskAborted event)
     uint16 internal _committeeSize; // frozen at start
@@ -652,7 +654,7 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     // Slither's msg-value-in-nonpayable looks at this abstract base alone: both callers,
     // FedChainTask.submitAggregate and TaskDisputes.submitAggregateWithClaim, are payable.
     // slither-disable-next-line msg-value-in-nonpayable
-    function _submitAggregate(uint256 round, bytes32 digest) internal returns (RoundState storage rs) {
+    function _submitAggregate(uint256 round, bytes32 digest, bool stop) internal returns (RoundState storage rs) {
         rs = _currentRoundState(round);
         // INVARIANT: aggregation starts only once the included set is fixed.
         _requireAggregating(round, rs);
@@ -672,6 +674,7 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
         rs.aggregatorIndex = uint8(chosenIndex);
         rs.submitBlock = _blockNow();
         rs.aggregateDigest = digest;
+        rs.stop = stop;
         emit AggregateSubmitted(round, rs.attempt, msg.sender, digest, block.number + _challengeWindow);
     }
 

@@ -209,7 +209,7 @@ contract TaskDisputes is FedChainTaskStorage {
         if (windowEnd < block.number + _challengeWindow) revert ClaimMismatch(claimId, 4);
         // INVARIANT: a refuted claim backs no aggregate.
         if (isRefuted) revert ClaimMismatch(claimId, 5);
-        rs = _submitAggregate(round, digest);
+        rs = _submitAggregate(round, digest, false);
         uint256 attempt = rs.attempt;
         _boundClaims[round][attempt] = ((claimId + 1) << 192) | uint192(uint256(digest));
         emit AggregateClaimed(round, attempt, claimId);

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -66,6 +67,10 @@ class DemoConfig:
     min_updates: int | None = None
     #: largest numSamples one update may claim (the contract's maxSamples, in the manifest)
     max_samples: int = DEFAULT_MAX_SAMPLES
+    #: the verifiable stopping rule (aggregators.stopping): end the task once the global
+    #: model's delta norm stays below stop_norm for stop_patience rounds (None: off)
+    stop_norm: float | None = None
+    stop_patience: int = 3
     collect_window: int = 50
     #: blocks after open + collect_window until a round short of min_updates is skipped
     collect_timeout: int = 50
@@ -294,6 +299,12 @@ class DemoConfig:
             raise bad("momentum", "must be in [0, 1)")
         if self.prox_mu < 0:
             raise bad("prox_mu", "must be >= 0")
+        if self.stop_norm is not None and not (
+            math.isfinite(self.stop_norm) and round(self.stop_norm * 2**self.frac_bits) >= 1
+        ):
+            raise bad("stop_norm", "must be finite and at least one fixed-point unit")
+        if self.stop_patience < 1:
+            raise bad("stop_patience", "must be at least 1")
         if self.seed < 0:
             raise bad("seed", "must be >= 0")
         problem = run_name_problem(self.name)
@@ -327,6 +338,12 @@ class DemoConfig:
             raise bad("dispute", f"must be one of {list(DISPUTE_MODES)}")
         if self.dispute == "pbft":
             return
+        if self.stop_norm is not None:
+            raise bad(
+                "dispute",
+                "the stopping rule (--stop-norm) is checked by PBFT disputes only (a fault-proof "
+                "game replays the aggregate, not the stop decision); use --dispute pbft",
+            )
         from aggregators.faultproof import RULE_IDS
 
         if self.rule not in RULE_IDS:

@@ -49,6 +49,11 @@ class TaskManifest:
     #: refuses more at registration and execution excludes more as invalid. The default is
     #: omitted from the JSON, so manifests that keep it hash as before.
     max_samples: int = DEFAULT_MAX_SAMPLES
+    #: the stopping rule (``aggregators.stopping``): stop once the global model's delta
+    #: norm stays below ``stop_norm`` for ``stop_patience`` rounds; None (the default) is
+    #: off and omitted from the JSON, so manifests without it hash as before
+    stop_norm: float | None = None
+    stop_patience: int = 1
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -67,6 +72,8 @@ class TaskManifest:
             out["privacy"] = dict(self.privacy)
         if self.max_samples != DEFAULT_MAX_SAMPLES:
             out["max_samples"] = self.max_samples
+        if self.stop_norm is not None:
+            out["stop"] = {"norm": float(self.stop_norm), "patience": int(self.stop_patience)}
         return out
 
     def to_bytes(self) -> bytes:
@@ -93,6 +100,8 @@ class TaskManifest:
                 client_training=dict(obj.get("client_training", {})),
                 privacy=dict(obj.get("privacy", {"mode": "none"})),
                 max_samples=int(obj.get("max_samples", DEFAULT_MAX_SAMPLES)),
+                stop_norm=float(obj["stop"]["norm"]) if "stop" in obj else None,
+                stop_patience=int(obj["stop"]["patience"]) if "stop" in obj else 1,
             )
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, ConfigError):

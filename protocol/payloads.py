@@ -8,7 +8,8 @@
   optimiser state is bound into it and survives aggregator rotation. A task with adaptive
   clipping also carries the clip norm of the next round as ``dp/clip_norm`` (float64[1]);
   its clients' plaintext updates then carry their privatised clip bit as ``meta/clip_bit``
-  (int32[1], 0 or 1).
+  (int32[1], 0 or 1). A task with a stopping rule (``aggregators.stopping``) carries its
+  counter of consecutive quiet rounds as ``meta/stop_count`` (int64[1]).
 
 Rules see flat vectors; :class:`ModelLayout` maps between named tensors and the flat order
 (the model's ``state_dict`` order).
@@ -30,6 +31,7 @@ from protocol.fixedpoint import INT32_MAX, NumericFormat
 ROUND_KEY = "meta/round"
 CLIP_BIT_KEY = "meta/clip_bit"
 CLIP_NORM_KEY = "dp/clip_norm"
+STOP_COUNT_KEY = "meta/stop_count"
 MODEL_PREFIX = "model/"
 DELTA_PREFIX = "delta/"
 OPT_PREFIX = "opt/"
@@ -78,6 +80,8 @@ class GlobalState:
     params: NDArray[np.int64]
     opt_state: dict[str, NDArray[Any]] = field(default_factory=dict)
     clip_norm: float | None = None
+    #: stopping rule only: consecutive rounds whose model delta stayed below the threshold
+    stop_count: int | None = None
 
 
 def encode_global_state(layout: ModelLayout, state: GlobalState) -> bytes:
@@ -92,6 +96,10 @@ def encode_global_state(layout: ModelLayout, state: GlobalState) -> bytes:
         tensors[OPT_PREFIX + key] = np.asarray(arr)
     if state.clip_norm is not None:
         tensors[CLIP_NORM_KEY] = np.array([_positive(state.clip_norm)], dtype=np.float64)
+    if state.stop_count is not None:
+        if state.stop_count < 0:
+            raise CodecError(f"stop count {state.stop_count} must be >= 0")
+        tensors[STOP_COUNT_KEY] = np.array([state.stop_count], dtype=np.int64)
     return encode_tensors(tensors)
 
 
@@ -111,7 +119,7 @@ def decode_global_state(layout: ModelLayout, data: bytes) -> GlobalState:
     round_arr = tensors.get(ROUND_KEY)
     if round_arr is None or round_arr.dtype != np.int64 or round_arr.shape != (1,):
         raise CodecError(f"global state lacks an int64[1] {ROUND_KEY!r}")
-    unknown = set(tensors) - set(model) - {ROUND_KEY, CLIP_NORM_KEY}
+    unknown = set(tensors) - set(model) - {ROUND_KEY, CLIP_NORM_KEY, STOP_COUNT_KEY}
     unknown = {k for k in unknown if not k.startswith(OPT_PREFIX)}
     if unknown:
         raise CodecError(f"global state has unexpected tensors {sorted(unknown)}")
@@ -123,7 +131,19 @@ def decode_global_state(layout: ModelLayout, data: bytes) -> GlobalState:
         if clip.dtype != np.float64 or clip.shape != (1,):
             raise CodecError(f"{CLIP_NORM_KEY!r} must be float64[1]")
         clip_norm = _positive(float(clip[0]))
-    return GlobalState(round=int(round_arr[0]), params=params, opt_state=opt, clip_norm=clip_norm)
+    stop = tensors.get(STOP_COUNT_KEY)
+    stop_count = None
+    if stop is not None:
+        if stop.dtype != np.int64 or stop.shape != (1,) or int(stop[0]) < 0:
+            raise CodecError(f"{STOP_COUNT_KEY!r} must be int64[1], >= 0")
+        stop_count = int(stop[0])
+    return GlobalState(
+        round=int(round_arr[0]),
+        params=params,
+        opt_state=opt,
+        clip_norm=clip_norm,
+        stop_count=stop_count,
+    )
 
 
 def update_spec(

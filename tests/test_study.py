@@ -22,6 +22,7 @@ from fedchain.experiments.cells import curve_metrics
 from fedchain.experiments.study import worst_case_table
 from fedchain.sim.runner import Demo
 from fedchain.sim.scenario import ClientBehaviour, Scenario
+from protocol.errors import FedchainError
 from protocol.metrics import Progress
 
 
@@ -179,9 +180,62 @@ def test_every_issue_23_grid_is_valid_and_its_figures_have_metrics() -> None:
         "recovery-real",
         "privacy-controls",
         "privacy-clip-only",
+        "aggregators-fmnist",
     ]
     for name in names:
         for quick in (True, False):
             spec = builtin(name, quick)
             validate_spec(spec)
             assert spec.plots and all(p.metrics for p in spec.plots), name
+
+
+def test_aggregator_cells_make_the_first_members_faulty_and_are_checked() -> None:
+    from fedchain.experiments.cells import aggregator_behaviours, demo_config, validate_spec
+    from fedchain.experiments.grid import ExperimentSpec
+
+    params = {"aggregators": 7, "byzantine_aggregators": "max", "rule": "median"}
+    cfg = demo_config(params, 0, "runs", "x")
+    got = aggregator_behaviours({**params, "aggregator_behaviour": "noise(sigma=0.5)"}, cfg)
+    assert sorted(got) == [0, 1] and got[0].publish == "noise" and got[0].params["sigma"] == 0.5
+    # wrong_rule must differ from the task's rule: the median task gets FedAvg
+    wrong = aggregator_behaviours({**params, "aggregator_behaviour": "wrong_rule"}, cfg)
+    assert wrong[1].params["rule"] == "fedavg"
+    assert aggregator_behaviours({**params, "aggregator_behaviour": "honest"}, cfg) == {}
+    for bad, match in (
+        ({"aggregator_behaviour": "teleport", "byzantine_aggregators": 1}, "unknown aggregator"),
+        ({"aggregator_behaviour": "stale", "byzantine_aggregators": 2}, "at most"),
+        ({"aggregator_behaviour": "stale", "byzantine_aggregators": "all"}, "'max'"),
+    ):
+        spec = ExperimentSpec("x", "fedchain", {"aggregators": 4, **bad}, {"rounds": (1,)}, (0,))
+        with pytest.raises(FedchainError, match=match):
+            validate_spec(spec)
+
+
+def test_aggregator_table_compares_each_cell_with_its_honest_twin() -> None:
+    from fedchain.experiments.study import aggregator_table
+
+    def row(behaviour: str, seed: int, digest: str, **kw: object) -> dict[str, object]:
+        return {
+            "rule": "fedavg",
+            "aggregators": 4,
+            "aggregator_behaviour": behaviour,
+            "seed": seed,
+            "final_model_digest": digest,
+            "final_accuracy": 0.5,
+            "last5_accuracy": 0.4,
+            "rounds_lost": 0,
+            "faulty_aggregates": 1,
+            "rejected": 1,
+            "faulty_finalized": 0,
+            **kw,
+        }
+
+    rows = [
+        row("honest", 0, "a", faulty_aggregates=0, rejected=0),
+        row("honest", 1, "b", faulty_aggregates=0, rejected=0),
+        row("sign_flip", 0, "a"),
+        row("sign_flip", 1, "c", faulty_finalized=1),  # a faulty model got through
+    ]
+    table = {t["aggregator_behaviour"]: t for t in aggregator_table(rows)}
+    assert table["honest"]["identical"] == 2 and table["honest"]["seeds"] == 2
+    assert table["sign_flip"]["identical"] == 1 and table["sign_flip"]["faulty_finalized"] == 0.5

@@ -24,11 +24,17 @@ class RoundsMixin(ViewsMixin):
         return self._tx(acct, "attest", round, bitmap_words(held))
 
     def submit_aggregate(
-        self, acct: LocalAccount, round: int, digest: bytes, value: int | None = None
+        self,
+        acct: LocalAccount,
+        round: int,
+        digest: bytes,
+        value: int | None = None,
+        stop: bool = False,
     ) -> Any:
-        """Submit the aggregate; bonds ``aggregate_bond`` unless ``value`` is given."""
+        """Submit the aggregate and the stopping rule's decision (``stop``: the round ends
+        the task once finalized); bonds ``aggregate_bond`` unless ``value`` is given."""
         bond = self.config().aggregate_bond if value is None else value
-        return self._tx(acct, "submitAggregate", round, bytes(digest), value=bond)
+        return self._tx(acct, "submitAggregate", round, bytes(digest), bool(stop), value=bond)
 
     def advance_attempt(self, acct: LocalAccount, round: int) -> Any:
         return self._tx(acct, "advanceAttempt", round)

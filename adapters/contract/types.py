@@ -185,6 +185,7 @@ class RoundInfo:
     attest_count: int = 0  # members that attested for this round
     attest_end: int = 0  # close_block + attest_window (0 while close_block is 0)
     availability_fixed: bool = False  # the included set can no longer change
+    stop: bool = False  # the submission claims the stopping rule ends the task
 
     @classmethod
     def from_tuple(cls, values: Any) -> RoundInfo:

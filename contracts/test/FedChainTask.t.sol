@@ -317,7 +317,7 @@ contract FedChainTaskUnitTest is TaskFixture {
         (address chosen,,) = (agg(0), 0, 0);
         vm.prank(chosen);
         vm.expectRevert();
-        task.submitAggregate{value: BOND}(1, honestDigest(1));
+        task.submitAggregate{value: BOND}(1, honestDigest(1), false);
         vm.prank(agg(2));
         task.attest(1, bits); // n - f = 3: fixed now
         assertEq(uint256(task.phase(1)), uint256(FedChainTaskStorage.Phase.Aggregating), "fixed by quorum");
@@ -338,32 +338,32 @@ contract FedChainTaskUnitTest is TaskFixture {
         vm.expectRevert(
             abi.encodeWithSelector(FedChainTaskStorage.CollectionNotClosed.selector, 1, 2, block.number + 3)
         );
-        task.submitAggregate{value: BOND}(1, honestDigest(1));
+        task.submitAggregate{value: BOND}(1, honestDigest(1), false);
         closeCollection(1);
         (address current,, uint256 deadline) = task.currentAggregator();
         assertEq(current, agg(0), "round robin: round 1 -> member 0");
         vm.prank(agg(1));
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.NotChosenAggregator.selector, agg(1), agg(0)));
-        task.submitAggregate{value: BOND}(1, honestDigest(1));
+        task.submitAggregate{value: BOND}(1, honestDigest(1), false);
         vm.prank(agg(0));
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.WrongValue.selector, BOND, 0));
-        task.submitAggregate(1, honestDigest(1));
+        task.submitAggregate(1, honestDigest(1), false);
         vm.prank(agg(0));
         vm.expectRevert(FedChainTaskStorage.ZeroDigest.selector);
-        task.submitAggregate{value: BOND}(1, bytes32(0));
+        task.submitAggregate{value: BOND}(1, bytes32(0), false);
         uint256 snapshotBlock = block.number;
         vm.roll(deadline + 1);
         vm.prank(agg(0));
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.SubmitDeadlinePassed.selector, 1, 0, deadline));
-        task.submitAggregate{value: BOND}(1, honestDigest(1));
+        task.submitAggregate{value: BOND}(1, honestDigest(1), false);
         vm.roll(snapshotBlock);
         vm.expectEmit(true, true, false, true, address(task));
         emit FedChainTaskStorage.AggregateSubmitted(1, 0, agg(0), honestDigest(1), block.number + 4);
         vm.prank(agg(0));
-        task.submitAggregate{value: BOND}(1, honestDigest(1));
+        task.submitAggregate{value: BOND}(1, honestDigest(1), false);
         vm.prank(agg(0));
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.AggregateAlreadySubmitted.selector, 1, 0));
-        task.submitAggregate{value: BOND}(1, honestDigest(1));
+        task.submitAggregate{value: BOND}(1, honestDigest(1), false);
     }
 
     function test_advanceAttempt_penalisesLaggardAndMovesRotation() public {
@@ -735,6 +735,41 @@ contract FedChainTaskUnitTest is TaskFixture {
         task.withdraw();
     }
 
+    /// @notice A finalized round that says stop (the stopping rule) completes the task
+    ///         before numRounds; stakes are then releasable as after the last round.
+    function test_finalize_stopCompletesTaskEarly() public {
+        setUpTask(4, 4);
+        submitUpdates(1, 2);
+        closeCollection(1);
+        (address chosen,,) = task.currentAggregator();
+        vm.prank(chosen);
+        task.submitAggregate{value: BOND}(1, honestDigest(1), true);
+        assertTrue(task.getRound(1).stop, "claim visible to verifiers");
+        vm.roll(task.getRound(1).challengeDeadline + 1);
+        vm.expectEmit(false, false, false, true, address(task));
+        emit FedChainTaskStorage.TaskCompleted(1, honestDigest(1));
+        task.finalize(1);
+        assertTrue(task.taskCompleted(), "completed after round 1 of 2");
+        assertEq(task.currentRound(), 1, "current round stays at the stopping round");
+        vm.prank(client(0));
+        vm.expectRevert(FedChainTaskStorage.TaskAlreadyCompleted.selector);
+        task.submitUpdate(2, bytes32(uint256(1)), 1);
+        vm.expectEmit(true, false, false, true, address(task));
+        emit FedChainTaskStorage.StakeReleased(agg(3), STAKE);
+        vm.prank(agg(3));
+        task.releaseStake();
+    }
+
+    function test_finalize_noStopKeepsGoing() public {
+        setUpTask(4, 4);
+        reachSubmitted(1, honestDigest(1));
+        assertFalse(task.getRound(1).stop, "no claim");
+        vm.roll(task.getRound(1).challengeDeadline + 1);
+        task.finalize(1);
+        assertFalse(task.taskCompleted(), "round 2 opens");
+        assertEq(task.currentRound(), 2, "next round");
+    }
+
     function test_withdraw_failedTransferKeepsCredits() public {
         deploy(defaultConfig());
         RejectingReceiver receiver = new RejectingReceiver();
@@ -751,7 +786,7 @@ contract FedChainTaskUnitTest is TaskFixture {
         task.advanceAttempt(1);
         (address chosen,,) = task.currentAggregator();
         vm.prank(chosen);
-        task.submitAggregate{value: BOND}(1, honestDigest(1));
+        task.submitAggregate{value: BOND}(1, honestDigest(1), false);
         vm.roll(task.getRound(1).challengeDeadline + 1);
         task.finalize(1);
         reachSubmitted(2, honestDigest(2));

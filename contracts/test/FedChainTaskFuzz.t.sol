@@ -262,7 +262,7 @@ contract FedChainTaskFuzzTest is TaskFixture {
         closeCollection(1);
         (chosen,,) = task.currentAggregator();
         vm.prank(chosen);
-        task.submitAggregate{value: cfg.aggregateBond}(1, keccak256("aggregate"));
+        task.submitAggregate{value: cfg.aggregateBond}(1, keccak256("aggregate"), false);
         challenger = chosen == agg(1) ? agg(2) : agg(1);
         vm.prank(challenger);
         task.challenge{value: cfg.challengeBond}(1);
@@ -310,7 +310,7 @@ contract FedChainTaskFuzzTest is TaskFixture {
         (address chosen,,) = task.currentAggregator();
         vm.deal(chosen, cfg.aggregateBond);
         vm.prank(chosen);
-        task.submitAggregate{value: cfg.aggregateBond}(1, honestDigest(1));
+        task.submitAggregate{value: cfg.aggregateBond}(1, honestDigest(1), false);
         vm.roll(task.getRound(1).challengeDeadline + 1);
         task.finalize(1);
         uint256 owed = task.credits(chosen);

@@ -150,7 +150,7 @@ contract TaskHandler is TaskFixture {
             if (chosen == address(0)) return;
             bytes32 digest = indexOf(chosen) == BYZANTINE ? keccak256(abi.encode("wrong", round)) : honestDigest(round);
             vm.prank(chosen);
-            try task.submitAggregate{value: BOND}(round, digest) {
+            try task.submitAggregate{value: BOND}(round, digest, false) {
                 deposited += BOND;
                 _count(this.submitAggregate.selector);
             } catch {}

@@ -343,7 +343,7 @@ contract RecordsHandler is RecordsFixture {
         } else if (phase == FedChainTaskStorage.Phase.Aggregating) {
             (address chosen,,) = task.currentAggregator();
             vm.prank(chosen);
-            task.submitAggregate{value: BOND}(round, honestDigest(round));
+            task.submitAggregate{value: BOND}(round, honestDigest(round), false);
         } else if (phase == FedChainTaskStorage.Phase.Submitted) {
             vm.roll(task.getRound(round).challengeDeadline + 1);
             task.finalize(round);

@@ -336,6 +336,7 @@ BUILTINS: dict[str, Callable[[bool], ExperimentSpec]] = {
     "recovery-real": study.recovery_real,
     "privacy-controls": study.privacy_controls,
     "privacy-clip-only": study.privacy_clip_only,
+    "aggregators-fmnist": study.aggregators_fmnist,
 }
 
 

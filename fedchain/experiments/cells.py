@@ -56,12 +56,19 @@ FEDCHAIN_EXTRA: dict[str, Any] = {
     "collusion": str,
     # what the rules are told f is (count or fraction; "true": the real byzantine count)
     "assumed_byzantine": int | float | str,
+    # a faulty-aggregator behaviour (aggregators.behaviours: ``honest``, ``withhold``, a
+    # tamper, in call syntax ``noise(sigma=0.1)``) and how many committee members have it
+    # (the first ones; a count, or ``"max"``: f = (n - 1) // 3)
+    "aggregator_behaviour": str,
+    "byzantine_aggregators": int | str,
 }
 FEDCHAIN_DEFAULTS: dict[str, Any] = {
     "attack": "none",
     "byzantine": 0,
     "collusion": "paper",
     "privacy": "none",
+    "aggregator_behaviour": "honest",
+    "byzantine_aggregators": 0,
 }
 #: Keys of a cell that only label it (the experiment's own bookkeeping): ignored by runs.
 LABEL_KEYS = frozenset({"kind"})
@@ -159,8 +166,36 @@ def demo_config(params: Mapping[str, Any], seed: int, out: str, name: str) -> De
     return DemoConfig(**{**settings, "seed": seed, "out": out, "name": name})
 
 
+def byzantine_aggregator_count(value: Any, committee: int) -> int:
+    """``byzantine_aggregators`` as a count: an int as is, ``"max"`` the most a committee
+    of ``committee`` members tolerates, f = (n - 1) // 3."""
+    if value == "max":
+        return (committee - 1) // 3
+    if isinstance(value, str):
+        raise ConfigError(f"byzantine_aggregators = {value!r}: a count or 'max'")
+    return int(value)
+
+
+def aggregator_behaviours(params: Mapping[str, Any], cfg: DemoConfig) -> dict[int, Any]:
+    """The faulty aggregators of a cell: the first ``byzantine_aggregators`` committee
+    members publish as ``aggregator_behaviour`` says. ``wrong_rule`` without a ``rule``
+    aggregates with the median, or with FedAvg when the task's rule is the median."""
+    from aggregators.behaviours import Behaviour
+
+    text = str(params.get("aggregator_behaviour", "honest"))
+    name, call = parse_call(text)
+    k = byzantine_aggregator_count(params.get("byzantine_aggregators", 0), cfg.aggregators)
+    if name == "honest" or k == 0:
+        return {}
+    call = dict(call)
+    if name == "wrong_rule" and "rule" not in call:
+        call["rule"] = "fedavg" if cfg.rule == "median" else "median"
+    return {i: Behaviour(publish=name, params=call) for i in range(k)}
+
+
 def scenario_for(params: Mapping[str, Any], cfg: DemoConfig) -> Any:
-    """The fedchain ``Scenario`` of a cell: its Byzantine clients (the last ones)."""
+    """The fedchain ``Scenario`` of a cell: its Byzantine clients (the last ones) and its
+    faulty aggregators (the first ones)."""
     from fedchain.sim.scenario import ClientBehaviour, Scenario
 
     attack = str(params.get("attack", "none"))
@@ -171,7 +206,7 @@ def scenario_for(params: Mapping[str, Any], cfg: DemoConfig) -> Any:
         collusion = str(params.get("collusion", "paper"))
         for i in range(cfg.clients - m, cfg.clients):
             clients[i] = ClientBehaviour(name, attack_params, collusion=collusion)
-    return Scenario(cfg, clients=clients)
+    return Scenario(cfg, aggregators=aggregator_behaviours(params, cfg), clients=clients)
 
 
 def _check_fedchain(params: Mapping[str, Any], label: Callable[[str, Any], str]) -> None:
@@ -226,6 +261,14 @@ def _check_fedchain(params: Mapping[str, Any], label: Callable[[str, Any], str])
         cfg.validate()
     except ConfigError as exc:
         raise ConfigError(f"cell {_describe(params)}: {exc}") from exc
+    behaviour = params.get("aggregator_behaviour", "honest")
+    try:
+        k = byzantine_aggregator_count(params.get("byzantine_aggregators", 0), cfg.aggregators)
+        if not 0 <= k <= (cfg.aggregators - 1) // 3:
+            raise ConfigError(f"{k} faulty of {cfg.aggregators}: at most (n - 1) // 3")
+        aggregator_behaviours(params, cfg)
+    except ConfigError as exc:
+        raise ConfigError(f"{label('aggregator_behaviour', behaviour)}: {exc}") from exc
 
 
 def _check_call_params(fn: Callable[..., Any], call: Mapping[str, Any]) -> None:
@@ -358,9 +401,25 @@ def curve_metrics(series: list[float | None]) -> dict[str, float | None]:
     return {"last5_accuracy": sum(tail) / len(tail), "min_after_warmup": min(after)}
 
 
+#: ``summary.json`` fault counters a cell reports (faulty aggregators' detection).
+FAULT_METRICS = (
+    "faulty_aggregates",
+    "withheld",
+    "timeouts",
+    "challenges",
+    "disputes",
+    "rejected",
+    "faulty_finalized",
+    "false_rejections",
+    "detection_blocks_mean",
+    "dispute_gas_total",
+)
+
+
 def fedchain_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
     """A cell's metrics, read from a run's ``summary.json`` only."""
     rounds = int(summary["rounds_finalized"])
+    faults = summary.get("faults") or {}
     gas = summary["gas_by_operation"]
     round_gas = sum(int(v["total"]) for op, v in gas.items() if op not in SETUP_OPERATIONS)
     timings = summary["timings"]
@@ -374,6 +433,13 @@ def fedchain_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
         "total_gas": int(summary["total_gas"]),
         "accuracy_per_round": list(summary["accuracy_per_round"]),
         **curve_metrics(list(summary["accuracy_per_round"])),
+        # rounds that never finalized (a stalled run); a stopping rule's early end is not a loss
+        "rounds_lost": int(summary.get("stopped_at") or summary["rounds_requested"]) - rounds,
+        "stopped_at": summary.get("stopped_at"),
+        "final_model_digest": summary.get("final_model_digest"),
+        "safety_violated": bool(summary.get("safety_violated")),
+        "liveness_lost": bool(summary.get("liveness_lost")),
+        **{k: faults.get(k) for k in FAULT_METRICS},
     }
 
 

@@ -152,6 +152,20 @@ def _add_demo_options(p: argparse.ArgumentParser) -> None:
         default=d.clip,
         help="largest |value| of an update coordinate; larger ones saturate (%(default)s)",
     )
+    g.add_argument(
+        "--stop-norm",
+        type=float,
+        default=d.stop_norm,
+        help="verifiable stopping rule: end the task early once the global model's update "
+        "norm (fixed point, re-executed by every aggregator) stays below this for "
+        "--stop-patience rounds (default: off)",
+    )
+    g.add_argument(
+        "--stop-patience",
+        type=int,
+        default=d.stop_patience,
+        help="consecutive quiet rounds the stopping rule waits for (%(default)s)",
+    )
     g = p.add_argument_group(
         "privacy (docs/privacy.md)",
         "ldp: each client clips and perturbs its update. secagg: clients mask their updates "

@@ -321,6 +321,11 @@ class Demo:
             f"{_fmt(summary['final_accuracy'])}, total gas {summary['total_gas']:,}, "
             f"{summary['timings']['total']:.1f}s -> {self.run_dir / 'summary.json'}"
         )
+        if summary.get("stopped_at") is not None:
+            p.line(
+                f"stopping rule: the update norm stayed below {cfg.stop_norm:g} for "
+                f"{cfg.stop_patience} rounds; the task completed at round {summary['stopped_at']}"
+            )
         faults = summary["faults"]
         if faults["faulty_aggregates"] or faults["challenges"]:
             p.line(

@@ -12,7 +12,8 @@ A scenario is a TOML file::
     [[aggregator]]             # one table per misbehaving aggregator (others are honest)
     index = 0                  # position in the committee (registration order)
     publish = "noise"          # honest | withhold | unavailable | partial | noise | scale |
-                               # sign_flip | stale | wrong_rule | drop | substitute
+                               # sign_flip | stale | wrong_rule | drop | substitute |
+                               # false_stop | omit_stop (wrong stopping-rule claims)
     params = { sigma = 0.5 }   # the behaviour's parameters
     rounds = [1]               # rounds in which it publishes faulty aggregates (default: all)
     challenger = "honest"      # honest | frivolous | never

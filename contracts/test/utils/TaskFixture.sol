@@ -134,7 +134,7 @@ abstract contract TaskFixture is Test {
         closeCollection(round);
         (chosen,,) = task.currentAggregator();
         vm.prank(chosen);
-        task.submitAggregate{value: BOND}(round, digest);
+        task.submitAggregate{value: BOND}(round, digest, false);
     }
 
     function stakeOf(address member) internal view returns (uint256 stake) {

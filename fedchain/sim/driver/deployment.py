@@ -135,6 +135,8 @@ def task_manifest(
         client_training=asdict(train_config(cfg)),
         privacy=spec.to_manifest(),
         max_samples=cfg.max_samples,
+        stop_norm=cfg.stop_norm,
+        stop_patience=cfg.stop_patience,
     )
 
 

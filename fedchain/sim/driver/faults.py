@@ -41,6 +41,8 @@ class FaultLog:
         self.attempts: dict[tuple[int, int], dict[str, Any]] = {}
         self.chosen: dict[tuple[int, int], str] = {}
         self.honest_digests: dict[int, bytes] = {}
+        #: the stopping rule's decision of each round's honest re-execution
+        self.honest_stops: dict[int, bool] = {}
         self.crashes: list[dict[str, Any]] = []
         self.equivocations: list[dict[str, Any]] = []
         self.attestations: dict[int, dict[str, Any]] = {}
@@ -87,6 +89,8 @@ class FaultLog:
                 honest = self.oracle.compute(ev.round)[0]
             honest_digest = honest.digest
             self.honest_digests[ev.round] = honest_digest
+            self.honest_stops[ev.round] = honest.stop
+            wrong_stop = bool(ev.detail.get("stop", False)) != honest.stop
             notes = dict(honest.notes)
             selection = notes.pop("selection", {})
             self.privacy_notes[ev.round] = notes
@@ -105,7 +109,9 @@ class FaultLog:
                 digest=ev.detail["digest"],
                 honest_digest=honest_digest.hex(),
                 available=available,
-                faulty=ev.detail["digest"] != honest_digest.hex() or not available,
+                faulty=ev.detail["digest"] != honest_digest.hex() or not available or wrong_stop,
+                stop=bool(ev.detail.get("stop", False)),
+                honest_stop=honest.stop,
                 submit_block=ev.detail["block"],
                 submit_time=time.perf_counter(),
                 included=ev.detail["included"],

@@ -114,6 +114,8 @@ class RoundRecorder:
         submitter = info.aggregator or ""
         chosen = self.faults.chosen.get((round_, info.submission_attempt))
         honest_digest = self.faults.honest_digests.get(round_) if finalized else None
+        honest_stop = self.faults.honest_stops.get(round_) if finalized else None
+        wrong_stop = honest_stop is not None and info.stop != honest_stop
         record = {
             "round": round_,
             "finalized": finalized,
@@ -125,7 +127,11 @@ class RoundRecorder:
             "digest": digest.hex(),
             "cid": resolve_cid(self.store, digest),
             "honest_digest": honest_digest.hex() if honest_digest else None,
-            "faulty_finalized": finalized and honest_digest is not None and digest != honest_digest,
+            "faulty_finalized": finalized
+            and honest_digest is not None
+            and (digest != honest_digest or wrong_stop),
+            # the stopping rule: the finalized claim (true: this round ended the task)
+            "stop": bool(info.stop) if finalized else None,
             "updates_registered": self.task.update_count(round_),
             "included": final.get("included", []),
             "excluded": final.get("excluded", {}),
@@ -200,6 +206,8 @@ def build_summary(
         "rounds_requested": cfg.rounds,
         "rounds_finalized": len(finalized),
         "all_rounds_finalized": len(finalized) == cfg.rounds,
+        # the stopping rule ended the task at this round (None: it ran every round)
+        "stopped_at": next((r["round"] for r in finalized if r.get("stop")), None),
         "all_chosen_by_contract": all(r["chosen_by_contract"] for r in finalized),
         "safety_violated": fault_counts["faulty_finalized"] > 0,
         "liveness_lost": stalled is not None,
