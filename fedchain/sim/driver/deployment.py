@@ -543,6 +543,16 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
                 f"{spec.records_contract} as the manifest says (another transaction of the "
                 "deployer in between?)"
             )
+    games = None
+    if cfg.dispute != "pbft":
+        one_step = OneStepContract.deploy(chain, deployer)
+        games = FaultGamesContract.deploy(
+            chain, deployer, one_step.address, game_clock(cfg), CHALLENGE_BOND
+        )
+        # before anyone stakes (the task refuses it later: members stake knowing the games
+        # contract that can slash them); every aggregate now needs its submitter's claim;
+        # the claims' chain of state roots starts at the initial state's
+        task.set_fault_games(deployer, games.address, ChunkTree(initial).root)
     for acct in agg_accounts:
         task.register_aggregator(acct)
     if cfg.client_allowlist:
@@ -554,15 +564,6 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
         task.register_client(holder)  # it signs its decryption records as the task's client
     for acct in decryptors:
         task.register_client(acct)  # each member signs its decryption-share records
-    games = None
-    if cfg.dispute != "pbft":
-        one_step = OneStepContract.deploy(chain, deployer)
-        games = FaultGamesContract.deploy(
-            chain, deployer, one_step.address, game_clock(cfg), CHALLENGE_BOND
-        )
-        # every aggregate now needs its submitter's claim; the claims' chain of state roots
-        # starts at the initial state's
-        task.set_fault_games(deployer, games.address, ChunkTree(initial).root)
     return Deployment(
         cfg=cfg,
         scenario=scenario,
