@@ -11,8 +11,11 @@ import {EquivocationEvidence} from "./lib/EquivocationEvidence.sol";
 
 /// @notice What FedChainTask's fault-proof hooks read of a `FaultGames` claim (issue 22).
 interface IFaultGamesHook {
-    /// @notice The claim's submitter, previous and new state chunk roots, number of update
-    ///         records, last block of its game window, and whether it is settled / refuted.
+    /// @notice The claim's submitter, previous and new state chunk roots, its update records
+    ///         as `(accumulator << 32) | numRecords` (the `ClientRecords.extendUpdates` chain
+    ///         over the (client, digest, weight, U_i) it lists, and their count: comparable
+    ///         with the task's own accumulator and update count in one word), last block of
+    ///         its game window, and whether it is settled / refuted.
     function claimHook(uint256 claimId)
         external
         view
@@ -20,7 +23,7 @@ interface IFaultGamesHook {
             address submitter,
             bytes32 prevRoot,
             bytes32 newRoot,
-            uint256 numRecords,
+            uint256 records,
             uint256 windowEnd,
             bool isSettled,
             bool isRefuted
@@ -253,7 +256,8 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     ///         (`submitAggregateWithClaim`).
     error ClaimRequired(uint256 round);
     /// @param reason 1 the claim is another account's, 2 its previous root is not the last
-    ///        finalized state root, 3 it does not cover the round's registered updates, 4 its
+    ///        finalized state root, 3 its records are not the round's registered updates
+    ///        (client, digest, weight and U_i of each, in order), 4 its
     ///        game window ends before the challenge window, 5 it is already refuted.
     error ClaimMismatch(uint256 claimId, uint8 reason);
     /// @notice `finalize` while a game on the submission's claim can still refute it.
@@ -279,8 +283,9 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     event RoundOpened(uint256 indexed round, uint256 openBlock);
     /// @notice Updates `firstIndex`, `firstIndex + 1`, ... of `round` were registered (one
     ///         `submitUpdate`, or the accepted records of one `submitUpdates` batch, in order).
-    ///         `entries` packs 60 bytes per update: client (20) || digest (32) || numSamples (8,
-    ///         big-endian); `accumulator` is the round's accumulator after the last of them.
+    ///         `entries` packs 92 bytes per update: client (20) || digest (32) || numSamples (8,
+    ///         big-endian) || chunkRoot (32, U_i); `accumulator` is the round's accumulator
+    ///         after the last of them.
     event UpdatesRegistered(uint256 indexed round, uint256 firstIndex, uint256 accumulator, bytes entries);
     event AggregateSubmitted(
         uint256 indexed round,

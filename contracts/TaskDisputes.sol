@@ -196,14 +196,17 @@ contract TaskDisputes is FedChainTaskStorage {
         RoundState storage rs = _currentRoundState(round);
         // One view answers every hook; binding needs all but the new root and `settled`.
         // slither-disable-next-line unused-return
-        (address submitter, bytes32 prevRoot,, uint256 numRecords, uint256 windowEnd,, bool isRefuted) =
+        (address submitter, bytes32 prevRoot,, uint256 records, uint256 windowEnd,, bool isRefuted) =
             games.claimHook(claimId);
         // INVARIANT: a claim binds its own submitter only.
         if (submitter != msg.sender) revert ClaimMismatch(claimId, 1);
         // INVARIANT: a claim starts from the last finalized state.
         if (prevRoot != _stateRoots[round - 1]) revert ClaimMismatch(claimId, 2);
-        // INVARIANT: a claim covers every update registered for the round.
-        if (numRecords != rs.updateCount) revert ClaimMismatch(claimId, 3);
+        // INVARIANT: a claim lists exactly the round's registered updates, in order, with the
+        // digests, weights and U_i their clients signed (same accumulator, same count).
+        if (records != (((_liveAccumulators[round % 2] ^ _ACCUMULATOR_MARK) << 32) | rs.updateCount)) {
+            revert ClaimMismatch(claimId, 3);
+        }
         // INVARIANT: games on the claim can be opened at least until the challenge deadline.
         if (windowEnd < block.number + _challengeWindow) revert ClaimMismatch(claimId, 4);
         // INVARIANT: a refuted claim backs no aggregate.

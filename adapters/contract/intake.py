@@ -21,6 +21,7 @@ from adapters.contract.types import (
 from adapters.contract.views import ViewsMixin
 from adapters.records import (
     AccumulatorMismatch,
+    NO_CHUNK_ROOT,
     SignedUpdate,
     decode_update_entries,
     extend_updates,
@@ -56,9 +57,17 @@ class IntakeMixin(ViewsMixin):
     def withdraw(self, acct: LocalAccount) -> Any:
         return self._tx(acct, "withdraw")
 
-    def submit_update(self, acct: LocalAccount, round: int, digest: bytes, num_samples: int) -> Any:
-        """Register ``acct``'s own update (no signature needed: it sends the transaction)."""
-        return self._tx(acct, "submitUpdate", round, bytes(digest), num_samples)
+    def submit_update(
+        self,
+        acct: LocalAccount,
+        round: int,
+        digest: bytes,
+        num_samples: int,
+        chunk_root: bytes = NO_CHUNK_ROOT,
+    ) -> Any:
+        """Register ``acct``'s own update (no signature needed: it sends the transaction);
+        ``chunk_root`` is U_i (:func:`protocol.merkle.vector_root` of the quantised update)."""
+        return self._tx(acct, "submitUpdate", round, bytes(digest), num_samples, bytes(chunk_root))
 
     def submit_updates(
         self,
@@ -127,7 +136,9 @@ class IntakeMixin(ViewsMixin):
                 )
             for entry in decode_update_entries(first, entries):
                 log.accs.append(
-                    extend_updates(log.accs[-1], entry.client, entry.digest, entry.num_samples)
+                    extend_updates(
+                        log.accs[-1], entry.client, entry.digest, entry.num_samples, entry.chunk_root
+                    )
                 )
                 log.entries.append(entry)
             if log.accs[-1] != acc:
@@ -183,8 +194,16 @@ class IntakeMixin(ViewsMixin):
             self._separator = domain_separator(self.chain.chain_id, self.address)
         return self._separator
 
-    def update_record_digest(self, round: int, digest: bytes, num_samples: int) -> bytes:
+    def update_record_digest(
+        self, round: int, digest: bytes, num_samples: int, chunk_root: bytes = NO_CHUNK_ROOT
+    ) -> bytes:
         """The EIP-712 digest of an update record, computed on-chain."""
         return bytes(
-            self._call("updateRecordDigest", round, _digest("digest", digest), num_samples)
+            self._call(
+                "updateRecordDigest",
+                round,
+                _digest("digest", digest),
+                num_samples,
+                bytes(chunk_root),
+            )
         )
