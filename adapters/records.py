@@ -1,8 +1,9 @@
 """Signed client records: what a client signs so that anyone can register it for it.
 
 A client signs an EIP-712 ``Update(uint256 round, bytes32 digest, uint64 numSamples,
-bytes32 chunkRoot)`` record (``chunkRoot`` is U_i, the :mod:`protocol.merkle` chunk root of its
-quantised update, what the fault-proof games open its chunks against) under its task's domain (:mod:`protocol.eip712`); anyone relays records in batches
+bytes32 chunkRoot)`` record (``chunkRoot`` is U_i, the :mod:`protocol.merkle` chunk root of
+its quantised update, what the fault-proof games open its chunks against) under its task's
+domain (:mod:`protocol.eip712`); anyone relays records in batches
 (``FedChainTask.submitUpdates``), and the contract recovers each signer, checks it is the
 registered client the record names (by index), allows one update per client per round and
 extends the round's accumulator instead of storing the update. This module is the Python

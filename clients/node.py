@@ -34,8 +34,8 @@ from protocol.cid import content_digest
 from protocol.errors import CodecError, ConfigError, ContractRevert
 from protocol.fixedpoint import dequantise, quantise
 from protocol.manifest import TaskManifest
-from protocol.metrics import PhaseClock
 from protocol.merkle import vector_root
+from protocol.metrics import PhaseClock
 from protocol.payloads import decode_global_state, decode_update_bit, encode_update
 
 #: A client behaviour rewrites the float delta (flat) before quantisation; honest is identity.

@@ -20,8 +20,8 @@ from adapters.contract.types import (
 )
 from adapters.contract.views import ViewsMixin
 from adapters.records import (
-    AccumulatorMismatch,
     NO_CHUNK_ROOT,
+    AccumulatorMismatch,
     SignedUpdate,
     decode_update_entries,
     extend_updates,
@@ -135,10 +135,9 @@ class IntakeMixin(ViewsMixin):
                     f"{len(log.entries)}..{first - 1}"
                 )
             for entry in decode_update_entries(first, entries):
+                e = entry
                 log.accs.append(
-                    extend_updates(
-                        log.accs[-1], entry.client, entry.digest, entry.num_samples, entry.chunk_root
-                    )
+                    extend_updates(log.accs[-1], e.client, e.digest, e.num_samples, e.chunk_root)
                 )
                 log.entries.append(entry)
             if log.accs[-1] != acc:
