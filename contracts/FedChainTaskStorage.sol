@@ -484,6 +484,8 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     ///      word: `start` creates both slots and `finalize` resets the next round's to the mark,
     ///      so no registration ever creates a storage slot (rewriting one costs ~17k less).
     ///      Earlier rounds' accumulators are in their `UpdatesRegistered` events only.
+    // Written by FedChainTask (`start`, the intake, `finalize`), read by TaskDisputes too.
+    // slither-disable-next-line uninitialized-state
     uint256[2] internal _liveAccumulators;
     uint256 internal constant _ACCUMULATOR_MARK = 1;
     /// @dev Attestation bitmaps: round -> committee index -> word -> bits (bit i of word w is
