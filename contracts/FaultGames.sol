@@ -360,6 +360,11 @@ contract FaultGames is ReentrancyGuardTransient {
         return (c.submitter, c.prevRoot, c.newRoot, c.accumulator, c.windowEnd, isSettled, isRefuted);
     }
 
+    /// @notice The claim's `OneStepMath` rule id (FedChainTask checks it against its rule).
+    function claimRule(uint256 claimId) external view returns (uint8) {
+        return _claim(claimId).rule;
+    }
+
     /// @notice Whether the claim was refuted.
     function refuted(uint256 claimId) external view returns (bool) {
         return _claim(claimId).refuted;

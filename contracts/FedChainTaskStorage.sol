@@ -28,6 +28,9 @@ interface IFaultGamesHook {
             bool isSettled,
             bool isRefuted
         );
+
+    /// @notice The claim's `OneStepMath` rule id (0 FedAvg, 1 FedProx, 2 Median, 3 Trimmed mean).
+    function claimRule(uint256 claimId) external view returns (uint8);
 }
 
 /// @title FedChainTaskStorage
@@ -258,7 +261,8 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     /// @param reason 1 the claim is another account's, 2 its previous root is not the last
     ///        finalized state root, 3 its records are not the round's registered updates
     ///        (client, digest, weight and U_i of each, in order), 4 its
-    ///        game window ends before the challenge window, 5 it is already refuted.
+    ///        game window ends before the challenge window, 5 it is already refuted, 6 its
+    ///        rule is not the task's `ruleId` (checked when the task names one).
     error ClaimMismatch(uint256 claimId, uint8 reason);
     /// @notice `finalize` while a game on the submission's claim can still refute it.
     error ClaimUnsettled(uint256 round, uint256 claimId);

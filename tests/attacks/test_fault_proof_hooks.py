@@ -36,7 +36,8 @@ from adapters.contract import (
 )
 from adapters.faultproof import FaultGamesContract, OneStepContract
 from adapters.records import records_accumulator
-from aggregators.faultproof import StepRule
+from aggregators.faultproof import RULE_IDS, StepRule
+from aggregators.registry import rule_id
 from protocol.merkle import ChunkTree
 from tests.conftest import DEFAULT_TASK_CONFIG, TaskSetup
 from tests.fault_support import BOND, CLAIM_BOND, CLOCK, VB, Round, faulty, make_round
@@ -61,11 +62,18 @@ class Hooked:
 
 @pytest.fixture
 def h(chain: Chain) -> Hooked:
+    return make_hooked(chain)
+
+
+def make_hooked(chain: Chain, rule: str = "fedavg") -> Hooked:
+    """A started fault-proof task whose K clients registered round 1 (rule ``rule``, named
+    on-chain as the deployment names it: ``rule_id(rule)``); the round's data is FedAvg's."""
     owner, rest = chain.accounts[0], chain.accounts[1:]
     aggregators, clients = rest[:4], rest[4 : 4 + K]
     config = TaskConfig(
         **{
             **DEFAULT_TASK_CONFIG,
+            "rule_id": rule_id(rule),
             "min_updates": K,
             "max_updates": K,
             "submit_timeout": 10,
@@ -110,12 +118,14 @@ def post_claim(
     window: int = GAME_WINDOW,
     records: tuple[Any, ...] | None = None,
     signers: tuple[Any, ...] | None = None,
+    rule: StepRule | None = None,
 ) -> int:
     r = h.r
+    step_rule = r.rule if rule is None else rule
     params = (
-        r.rule.rule_id,
-        r.rule.beta_num,
-        r.rule.beta_den,
+        step_rule.rule_id,
+        step_rule.beta_num,
+        step_rule.beta_den,
         len(r.prev),
         window,
         VB,
@@ -427,3 +437,24 @@ def test_record_whose_u_i_is_not_its_payload_is_excluded_deterministically(h: Ho
     assert view.excluded == [1]
     assert view.records()[0] == h.r.roots()
     assert view.signers() == (h.r.clients, h.r.digests)
+
+
+@pytest.mark.parametrize("task_rule", sorted(RULE_IDS))
+def test_claim_under_another_rule_than_the_task_is_refused(chain: Chain, task_rule: str) -> None:
+    """The claim's rule (OneStepMath id) must be the task's `ruleId` (sha256 of the rule's
+    name, as deployments record it): a claim made under any other in-scope rule is refused
+    (reason 6), the claim under the task's own rule binds."""
+    h = make_hooked(chain, task_rule)
+    agg = chosen(h.s)
+    params = {"beta": 0.2} if task_rule == "trimmed_mean" else {}
+    for other in sorted(RULE_IDS):
+        if other == task_rule:
+            continue
+        p = {"beta": 0.2} if other == "trimmed_mean" else {}
+        cid = post_claim(h, agg, h.r.honest(), rule=StepRule.of(other, p))
+        with pytest.raises(ClaimMismatch) as info:
+            h.task.submit_aggregate_with_claim(agg, 1, dg("agg"), cid)
+        assert info.value.error_args == {"claimId": cid, "reason": 6}
+    own = post_claim(h, agg, h.r.honest(), rule=StepRule.of(task_rule, params))
+    h.task.submit_aggregate_with_claim(agg, 1, dg("agg"), own)
+    assert h.task.claim_of(1, 0) == own
