@@ -210,6 +210,7 @@ def issue22_hook_rows() -> list[tuple[str, int]]:
 
     from adapters.faultproof import FaultGamesContract, OneStepContract
     from aggregators.faultproof import StepRule
+    from aggregators.registry import rule_id
     from protocol.merkle import ChunkTree
     from tests.fault_support import BOND, CLAIM_BOND, CLOCK, VB, faulty, make_round
 
@@ -221,7 +222,15 @@ def issue22_hook_rows() -> list[tuple[str, int]]:
         chain = Chain.embedded(num_accounts=1 + 4 + k + 2)
         owner, rest = chain.accounts[0], chain.accounts[1:]
         aggs, clients = rest[:4], rest[4 : 4 + k]
-        cfg = TaskConfig(**{**BASE, "min_updates": k, "max_updates": k, "submit_timeout": 10})
+        cfg = TaskConfig(
+            **{
+                **BASE,
+                "rule_id": rule_id("fedavg"),  # as deployments name it: the claim's rule is checked
+                "min_updates": k,
+                "max_updates": k,
+                "submit_timeout": 10,
+            }
+        )
         task = TaskContract.deploy(chain, owner, cfg)
         one = OneStepContract.deploy(chain, owner)
         games = FaultGamesContract.deploy(chain, owner, one.address, CLOCK, BOND)
