@@ -44,6 +44,7 @@ from privacy.spec import PrivacySpec
 from protocol.cid import content_digest
 from protocol.errors import CodecError, ConfigError, RuleParameterError
 from protocol.manifest import TaskManifest, canonical_json
+from protocol.merkle import vector_root
 from protocol.payloads import (
     GlobalState,
     ModelLayout,
@@ -116,6 +117,7 @@ def execute_round(
     num_samples: Sequence[int],
     rule: AggregationRule | None = None,
     private: PrivateInputs | None = None,
+    chunk_roots: Sequence[bytes] | None = None,
 ) -> RoundResult:
     """Aggregate round ``round_`` exactly as every honest node does.
 
@@ -124,7 +126,9 @@ def execute_round(
     remain than the rule needs, the global parameters and optimiser state are carried
     forward unchanged (the round still advances), so a round can never be stalled by
     malformed client payloads. Secure aggregation and HE need ``private`` (the round's
-    published context, see :class:`~aggregators.private.PrivateInputs`).
+    published context, see :class:`~aggregators.private.PrivateInputs`). ``chunk_roots[i]``
+    is the U_i update ``i``'s client signed (plaintext rounds): an update whose payload's
+    chunk root differs is excluded as invalid.
     """
     if len(updates) != len(num_samples):
         raise ValueError("updates and num_samples differ in length")
@@ -136,7 +140,7 @@ def execute_round(
         if private is None:
             raise ConfigError(f"privacy {spec.mode!r}: the round's private inputs are needed")
         return _sum_round(manifest, spec, round_, previous, updates, rule, private)
-    return _plain_round(manifest, spec, round_, previous, updates, num_samples, rule)
+    return _plain_round(manifest, spec, round_, previous, updates, num_samples, rule, chunk_roots)
 
 
 def _plain_round(
@@ -147,6 +151,7 @@ def _plain_round(
     updates: Sequence[bytes | None],
     num_samples: Sequence[int],
     rule: AggregationRule,
+    chunk_roots: Sequence[bytes] | None = None,
 ) -> RoundResult:
     layout, fmt = manifest.layout, manifest.numeric
     rows: list[np.ndarray] = []
@@ -168,6 +173,11 @@ def _plain_round(
             row, bit = decode_update_bit(layout, fmt, round_, payload, spec.adaptive_clip)
         except CodecError as exc:
             excluded[index] = f"invalid: {exc}"
+            continue
+        if chunk_roots is not None and bytes(chunk_roots[index]) != vector_root(row):
+            # the signed U_i is what the fault-proof games open: a record whose U_i is not
+            # its payload's cannot be replayed, so it counts as invalid, like a bad payload
+            excluded[index] = "invalid: chunk root (U_i) does not match the payload"
             continue
         rows.append(row)
         ones += bit or 0

@@ -18,6 +18,7 @@ the loop around them (no threads: call :meth:`play` from the node's poll loop).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Final
@@ -30,6 +31,7 @@ from numpy.typing import NDArray
 from web3.logs import DISCARD
 
 from adapters.faultproof import FaultGamesContract
+from adapters.records import UpdateEntry
 from adapters.reverts import error_class
 from aggregators.base import AggregationInput
 from aggregators.faultproof import (
@@ -41,7 +43,7 @@ from aggregators.faultproof import (
     step_args,
 )
 from aggregators.registry import make_rule
-from protocol.merkle import CHUNK, ChunkTree, chunk_bytes, chunk_values
+from protocol.merkle import CHUNK, ChunkTree, chunk_bytes, chunk_values, vector_root
 
 __all__ = ["FaultPlayer", "RoundView"]
 
@@ -59,9 +61,18 @@ _NEW_ROOT: Final = 13
 _NODES_TOPIC: Final = keccak(text="NodesRevealed(uint256,uint256,uint256,uint256,bytes32[])")
 
 
+_NO_CLIENT: Final = "0x" + "00" * 20
+
+
 @dataclass
 class RoundView:
-    """One round as an honest node sees it: every registered update in registration order."""
+    """One round as an honest node sees it: every registered update in registration order.
+
+    ``clients``, ``digests`` and ``roots`` are the signed records (who, the payload's
+    SHA-256, U_i), read from the chain by :meth:`from_records`; a claim lists them so that
+    the task binds it to the round (``submitAggregateWithClaim``). A view built from vectors
+    alone (games without a task) leaves them empty: its roots are the vectors' own, its
+    clients and digests zero, and its claims bind to no task round."""
 
     rule: StepRule
     prev: NDArray[np.int64]
@@ -69,6 +80,46 @@ class RoundView:
     weights: list[int]
     excluded: list[int] = field(default_factory=list)
     value_bound: int = 2**30
+    clients: list[str] = field(default_factory=list)
+    digests: list[bytes] = field(default_factory=list)
+    roots: list[bytes] = field(default_factory=list)
+
+    @classmethod
+    def from_records(
+        cls,
+        rule: StepRule,
+        prev: NDArray[np.int64],
+        records: Sequence[UpdateEntry],
+        updates: Sequence[NDArray[np.int32] | None],
+        value_bound: int = 2**30,
+    ) -> RoundView:
+        """The view of a round's registered ``records`` (``TaskContract.updates``) and the
+        decoded ``updates`` (None: unavailable or undecodable). An update is excluded when it
+        is missing, exceeds ``value_bound``, or its vector's chunk root is not the U_i its
+        client signed: the games open an update's chunks against the signed U_i only."""
+        size = int(prev.size)
+        vectors: list[NDArray[np.int32]] = []
+        excluded: list[int] = []
+        for i, (rec, u) in enumerate(zip(records, updates, strict=True)):
+            ok = (
+                u is not None
+                and int(np.abs(u.astype(np.int64)).max(initial=0)) <= value_bound
+                and vector_root(u) == bytes(rec.chunk_root)
+            )
+            vectors.append(u if ok and u is not None else np.zeros(size, np.int32))
+            if not ok:
+                excluded.append(i)
+        return cls(
+            rule,
+            prev,
+            vectors,
+            [r.num_samples for r in records],
+            excluded,
+            value_bound,
+            [r.client for r in records],
+            [bytes(r.digest) for r in records],
+            [bytes(r.chunk_root) for r in records],
+        )
 
     @property
     def included(self) -> list[int]:
@@ -100,11 +151,20 @@ class RoundView:
         return ChunkTree(self.honest_state)
 
     def records(self) -> tuple[list[bytes], list[int], list[int]]:
-        """The claim's records: every U_i, the weights, the excluded bitmap."""
+        """The claim's records: every U_i (the signed ones when known), the weights, the
+        excluded bitmap."""
         return (
-            [t.root for t in self.trees],
+            list(self.roots) if self.roots else [t.root for t in self.trees],
             list(self.weights),
             excluded_words(self.excluded, len(self.updates)),
+        )
+
+    def signers(self) -> tuple[list[str], list[bytes]]:
+        """The claim's ``Signers``: each record's client and digest (zero when unknown)."""
+        n = len(self.updates)
+        return (
+            list(self.clients) if self.clients else [_NO_CLIENT] * n,
+            list(self.digests) if self.digests else [bytes(32)] * n,
         )
 
     def step(self, j: int) -> tuple[Any, ...]:
@@ -153,7 +213,7 @@ class FaultPlayer:
             v.prev_tree.root,
             tree.root,
         )
-        receipt = self._tx("postClaim", params, v.records(), value=bond)
+        receipt = self._tx("postClaim", params, v.records(), v.signers(), value=bond)
         ev = self.games.contract.events.ClaimPosted().process_receipt(receipt, errors=DISCARD)
         cid = int(ev[0]["args"]["claimId"])
         self.claimed[cid] = tree

@@ -608,6 +608,7 @@ class AggregatorNode:
                 inputs.num_samples,
                 rule=self.rule,
                 private=private,
+                chunk_roots=[u.chunk_root for u in updates],
             )
         self._cache = {key: (result, inputs)}
         return result, inputs

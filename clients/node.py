@@ -23,7 +23,7 @@ from eth_account.signers.local import LocalAccount
 from torch import nn
 
 from adapters.contract import Phase, RoundNotOpen, SamplesOutOfRange, SlotsNotOpen, TaskContract
-from adapters.records import SignedUpdate, sign_update
+from adapters.records import NO_CHUNK_ROOT, SignedUpdate, sign_update
 from adapters.storage import ContentStore, get_by_digest
 from clients.data import Dataset
 from clients.release import Release, client_release
@@ -31,11 +31,12 @@ from clients.training import TrainConfig, TrainResult, derive_seed, train_local
 from privacy.local import noise_generator
 from privacy.spec import PrivacySpec
 from protocol.cid import content_digest
-from protocol.errors import ConfigError, ContractRevert
+from protocol.errors import CodecError, ConfigError, ContractRevert
 from protocol.fixedpoint import dequantise, quantise
 from protocol.manifest import TaskManifest
+from protocol.merkle import vector_root
 from protocol.metrics import PhaseClock
-from protocol.payloads import decode_global_state, encode_update
+from protocol.payloads import decode_global_state, decode_update_bit, encode_update
 
 #: A client behaviour rewrites the float delta (flat) before quantisation; honest is identity.
 DeltaHook = Callable[[int, np.ndarray], np.ndarray]
@@ -179,7 +180,9 @@ class ClientNode:
             self._client_index = index
         return self._client_index
 
-    def signed_update(self, round_: int, digest: bytes, num_samples: int) -> SignedUpdate:
+    def signed_update(
+        self, round_: int, digest: bytes, num_samples: int, chunk_root: bytes = NO_CHUNK_ROOT
+    ) -> SignedUpdate:
         """This client's signed update record for ``round_`` (what a relayer submits)."""
         return sign_update(
             self.account,
@@ -188,7 +191,28 @@ class ClientNode:
             round_,
             digest,
             num_samples,
+            chunk_root,
         )
+
+    def chunk_root(self, round_: int, payload: bytes) -> bytes:
+        """U_i of ``payload``: the chunk root (:func:`protocol.merkle.vector_root`) of the
+        quantised delta it carries, decoded exactly as honest aggregators decode it (they
+        exclude an update whose registered U_i differs). ``NO_CHUNK_ROOT`` for a hidden
+        update (secure aggregation / HE rounds keep PBFT) or a payload that is no valid
+        update (aggregators exclude it anyway)."""
+        if self.privacy.hides_updates:
+            return NO_CHUNK_ROOT
+        try:
+            row, _ = decode_update_bit(
+                self.manifest.layout,
+                self.manifest.numeric,
+                round_,
+                payload,
+                self.privacy.adaptive_clip,
+            )
+        except CodecError:
+            return NO_CHUNK_ROOT
+        return vector_root(row)
 
     def step(self) -> list[ClientEvent]:
         """Do whatever the chain state asks of this client now; return what was done.
@@ -289,6 +313,7 @@ class ClientNode:
             else:
                 self.store.put(payload)
         digest = content_digest(payload)
+        chunk_root = self.chunk_root(round_, payload)
         num_samples = result.num_samples
         if self.weight is not None:
             num_samples = self.weight(round_, num_samples)
@@ -297,11 +322,11 @@ class ClientNode:
         detail = {"digest": digest.hex(), "num_samples": num_samples, "loss": result.mean_loss}
         if relay is not None:
             with self.clock.phase(round_, "register"):
-                relay(self.signed_update(round_, digest, num_samples))
+                relay(self.signed_update(round_, digest, num_samples, chunk_root))
             return ClientEvent(round_, "signedUpdate", detail)
         with self.clock.phase(round_, "register"):
             try:
-                self.task.submit_update(self.account, round_, digest, num_samples)
+                self.task.submit_update(self.account, round_, digest, num_samples, chunk_root)
             except SamplesOutOfRange as exc:  # more than the task's maxSamples: refused
                 self._submitted.add(round_)
                 return ClientEvent(round_, "submitUpdate-refused", {"error": exc.error_name})

@@ -3,6 +3,7 @@ pragma solidity ^0.8.24;
 
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {ChunkMerkle} from "./lib/ChunkMerkle.sol";
+import {ClientRecords} from "./lib/ClientRecords.sol";
 import {OneStep} from "./OneStep.sol";
 import {OneStepMath} from "./lib/OneStepMath.sol";
 
@@ -67,6 +68,7 @@ contract FaultGames is ReentrancyGuardTransient {
         bytes32 recordsHash;
         bytes32 excludedHash;
         bytes32 inputsHash;
+        uint256 accumulator;
     }
 
     /// @notice One game against a claim.
@@ -109,6 +111,13 @@ contract FaultGames is ReentrancyGuardTransient {
         bytes32[] roots;
         uint256[] weights;
         uint256[] excluded;
+    }
+
+    /// @notice Who signed each of a claim's records and the digest they signed (with the
+    ///         record's weight and U_i from `Records`): what the task's accumulator hashes.
+    struct Signers {
+        address[] clients;
+        bytes32[] digests;
     }
 
     /// @notice Chunk `j` of one update, opened against its U_i; `lane` names a coordinate.
@@ -222,11 +231,21 @@ contract FaultGames is ReentrancyGuardTransient {
     // ------------------------------------------------------------------------------------
     // Claims
 
-    /// @notice Post a claim (the submitter's bond is msg.value).
-    function postClaim(ClaimParams calldata p, Records calldata r) external payable returns (uint256 claimId) {
+    /// @notice Post a claim (the submitter's bond is msg.value). `s` names the client and
+    ///         digest of every record; the claim keeps the `ClientRecords.extendUpdates`
+    ///         accumulator over (client, digest, weight, U_i), which FedChainTask's
+    ///         `submitAggregateWithClaim` requires to equal the round's own.
+    function postClaim(ClaimParams calldata p, Records calldata r, Signers calldata s)
+        external
+        payable
+        returns (uint256 claimId)
+    {
         uint256 n = r.roots.length;
-        // INVARIANT: one weight per root and a bitmap covering every record.
-        if (r.weights.length != n || r.excluded.length != (n + 255) / 256) {
+        // INVARIANT: one weight, client and digest per root and a bitmap covering every record.
+        if (
+            r.weights.length != n || r.excluded.length != (n + 255) / 256 || s.clients.length != n
+                || s.digests.length != n
+        ) {
             revert BadClaim(n, r.weights.length);
         }
         _checkProvable(p, r);
@@ -246,6 +265,7 @@ contract FaultGames is ReentrancyGuardTransient {
         c.recordsHash = keccak256(abi.encode(r.roots, r.weights));
         c.excludedHash = keccak256(abi.encode(r.excluded));
         c.inputsHash = _inputsHash(r);
+        c.accumulator = _accumulator(r, s);
         emit ClaimPosted(claimId, msg.sender, p.newRoot, msg.value);
     }
 
@@ -283,6 +303,17 @@ contract FaultGames is ReentrancyGuardTransient {
         return keccak256(abi.encode(r, w));
     }
 
+    /// @dev The records' accumulator and count, as `claimHook` returns them: weights were
+    ///      checked to fit 64 bits (`_checkProvable`), so the uint64 cast is exact.
+    function _accumulator(Records calldata r, Signers calldata s) private pure returns (uint256) {
+        uint224 acc = 0;
+        uint256 n = r.roots.length;
+        for (uint256 i = 0; i < n; ++i) {
+            acc = ClientRecords.extendUpdates(acc, s.clients[i], s.digests[i], uint64(r.weights[i]), r.roots[i]);
+        }
+        return (uint256(acc) << 32) | n;
+    }
+
     function _isExcluded(uint256[] calldata excluded, uint256 i) private pure returns (bool) {
         return (excluded[i / 256] >> (i % 256)) & 1 == 1;
     }
@@ -307,8 +338,9 @@ contract FaultGames is ReentrancyGuardTransient {
     }
 
     /// @notice What FedChainTask's hooks read of claim `claimId` (`IFaultGamesHook`), in one
-    ///         call: its submitter, previous and new state roots, number of update records,
-    ///         last block of its game window, and whether it is settled / refuted.
+    ///         call: its submitter, previous and new state roots, its update records as
+    ///         `(accumulator << 32) | numRecords`, last block of its game window, and whether
+    ///         it is settled / refuted.
     function claimHook(uint256 claimId)
         external
         view
@@ -316,7 +348,7 @@ contract FaultGames is ReentrancyGuardTransient {
             address submitter,
             bytes32 prevRoot,
             bytes32 newRoot,
-            uint256 numRecords,
+            uint256 records,
             uint256 windowEnd,
             bool isSettled,
             bool isRefuted
@@ -325,7 +357,12 @@ contract FaultGames is ReentrancyGuardTransient {
         Claim storage c = _claim(claimId);
         isRefuted = c.refuted;
         isSettled = isRefuted || (block.number > c.windowEnd && c.openGames == 0);
-        return (c.submitter, c.prevRoot, c.newRoot, c.numRecords, c.windowEnd, isSettled, isRefuted);
+        return (c.submitter, c.prevRoot, c.newRoot, c.accumulator, c.windowEnd, isSettled, isRefuted);
+    }
+
+    /// @notice The claim's `OneStepMath` rule id (FedChainTask checks it against its rule).
+    function claimRule(uint256 claimId) external view returns (uint8) {
+        return _claim(claimId).rule;
     }
 
     /// @notice Whether the claim was refuted.

@@ -205,7 +205,9 @@ contract FedChainTask is FedChainTaskStorage {
     /// @param round Must be the current round.
     /// @param digest SHA-256 of the canonical update bytes (non-zero).
     /// @param numSamples Local training-set size used for weighting (non-zero).
-    function submitUpdate(uint256 round, bytes32 digest, uint64 numSamples) external {
+    /// @param chunkRoot U_i: chunk root of the quantised update (`protocol.merkle`); the
+    ///        fault-proof games open the update's chunks against it.
+    function submitUpdate(uint256 round, bytes32 digest, uint64 numSamples, bytes32 chunkRoot) external {
         RoundState storage rs = _currentRoundState(round);
         ClientState memory c = _clients[msg.sender];
         // INVARIANT: only registered clients contribute updates.
@@ -213,7 +215,7 @@ contract FedChainTask is FedChainTaskStorage {
         Intake memory t = _openIntake(round, rs, 1);
         _checkUpdate(digest, numSamples);
         // INVARIANT: at most one update per client per round.
-        if (!_admitUpdate(t, c.index, msg.sender, digest, numSamples)) {
+        if (!_admitUpdate(t, c.index, msg.sender, digest, numSamples, chunkRoot)) {
             revert UpdateAlreadySubmitted(round, msg.sender);
         }
         _closeIntake(t, rs);
@@ -230,8 +232,8 @@ contract FedChainTask is FedChainTaskStorage {
     ///         never loses its batch. `UpdatesRegistered` lists what was accepted.
     /// @param round Must be the current round, collecting.
     /// @param records Packed records (`ClientRecords.UPDATE_RECORD_BYTES` each): client index
-    ///        (4 bytes) || numSamples (8) || digest || r || vs, (r, vs) the client's EIP-2098
-    ///        signature.
+    ///        (4 bytes) || numSamples (8) || digest || chunkRoot || r || vs, (r, vs) the
+    ///        client's EIP-2098 signature.
     function submitUpdates(uint256 round, bytes calldata records) external {
         RoundState storage rs = _currentRoundState(round);
         uint256 n = records.length / ClientRecords.UPDATE_RECORD_BYTES;
@@ -241,20 +243,31 @@ contract FedChainTask is FedChainTaskStorage {
         bytes32 separator = _domainSeparatorV4();
         uint256 clients = _clientCount;
         for (uint256 i = 0; i < n && t.closed == 0 && t.count < t.slots; ++i) {
-            (uint256 index, uint64 numSamples, bytes32 digest, bytes32 r, bytes32 vs) =
-                ClientRecords.updateRecordAt(records, i);
-            _checkUpdate(digest, numSamples);
-            bytes32 structHash = ClientRecords.updateStructHash(round, digest, numSamples);
-            address client = _recordClient(i, clients, index, separator, structHash, r, vs);
-            _admitUpdate(t, index, client, digest, numSamples);
+            _relayUpdate(t, records, i, clients, separator);
         }
         _closeIntake(t, rs);
     }
 
+    /// @dev Checks record `i` of a `submitUpdates` batch and admits it (or skips it).
+    function _relayUpdate(Intake memory t, bytes calldata records, uint256 i, uint256 clients, bytes32 separator)
+        private
+    {
+        (uint256 index, uint64 numSamples, bytes32 digest, bytes32 chunkRoot, bytes32 r, bytes32 vs) =
+            ClientRecords.updateRecordAt(records, i);
+        _checkUpdate(digest, numSamples);
+        bytes32 structHash = ClientRecords.updateStructHash(t.round, digest, numSamples, chunkRoot);
+        address client = _recordClient(i, clients, index, separator, structHash, r, vs);
+        _admitUpdate(t, index, client, digest, numSamples, chunkRoot);
+    }
+
     /// @notice EIP-712 digest a client signs for its update record of `round` under this
     ///         task's domain; equals adapters.records.update_record_digest.
-    function updateRecordDigest(uint256 round, bytes32 digest, uint64 numSamples) external view returns (bytes32) {
-        return _hashTypedDataV4(ClientRecords.updateStructHash(round, digest, numSamples));
+    function updateRecordDigest(uint256 round, bytes32 digest, uint64 numSamples, bytes32 chunkRoot)
+        external
+        view
+        returns (bytes32)
+    {
+        return _hashTypedDataV4(ClientRecords.updateStructHash(round, digest, numSamples, chunkRoot));
     }
 
     /// @dev Bookkeeping of one registration transaction (one update or a batch), in memory so
@@ -314,10 +327,14 @@ contract FedChainTask is FedChainTaskStorage {
 
     /// @dev Appends the update of client `index` unless that client already has one this round
     ///      (returns false). Collection must be open (`t.closed` false).
-    function _admitUpdate(Intake memory t, uint256 index, address client, bytes32 digest, uint64 numSamples)
-        private
-        returns (bool)
-    {
+    function _admitUpdate(
+        Intake memory t,
+        uint256 index,
+        address client,
+        bytes32 digest,
+        uint64 numSamples,
+        bytes32 chunkRoot
+    ) private returns (bool) {
         uint256 w = index / ClientRecords.CLIENTS_PER_WORD;
         if (w != t.wordIndex) {
             _flushWord(t);
@@ -332,9 +349,9 @@ contract FedChainTask is FedChainTaskStorage {
         t.word = word | bit;
         t.wordDirty = 1;
         uint256 offset = t.entryOffset;
-        ClientRecords.writeUpdateEntry(t.entries, offset, client, digest, numSamples);
+        ClientRecords.writeUpdateEntry(t.entries, offset, client, digest, numSamples, chunkRoot);
         t.entryOffset = offset + ClientRecords.UPDATE_ENTRY_BYTES;
-        t.acc = ClientRecords.extendUpdates(uint224(t.acc), client, digest, numSamples);
+        t.acc = ClientRecords.extendUpdates(uint224(t.acc), client, digest, numSamples, chunkRoot);
         uint256 count = t.count + 1;
         t.count = count;
         if (count == _minUpdates || count == _maxUpdates) {

@@ -11,8 +11,11 @@ import {EquivocationEvidence} from "./lib/EquivocationEvidence.sol";
 
 /// @notice What FedChainTask's fault-proof hooks read of a `FaultGames` claim (issue 22).
 interface IFaultGamesHook {
-    /// @notice The claim's submitter, previous and new state chunk roots, number of update
-    ///         records, last block of its game window, and whether it is settled / refuted.
+    /// @notice The claim's submitter, previous and new state chunk roots, its update records
+    ///         as `(accumulator << 32) | numRecords` (the `ClientRecords.extendUpdates` chain
+    ///         over the (client, digest, weight, U_i) it lists, and their count: comparable
+    ///         with the task's own accumulator and update count in one word), last block of
+    ///         its game window, and whether it is settled / refuted.
     function claimHook(uint256 claimId)
         external
         view
@@ -20,11 +23,14 @@ interface IFaultGamesHook {
             address submitter,
             bytes32 prevRoot,
             bytes32 newRoot,
-            uint256 numRecords,
+            uint256 records,
             uint256 windowEnd,
             bool isSettled,
             bool isRefuted
         );
+
+    /// @notice The claim's `OneStepMath` rule id (0 FedAvg, 1 FedProx, 2 Median, 3 Trimmed mean).
+    function claimRule(uint256 claimId) external view returns (uint8);
 }
 
 /// @title FedChainTaskStorage
@@ -261,8 +267,10 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     ///         (`submitAggregateWithClaim`).
     error ClaimRequired(uint256 round);
     /// @param reason 1 the claim is another account's, 2 its previous root is not the last
-    ///        finalized state root, 3 it does not cover the round's registered updates, 4 its
-    ///        game window ends before the challenge window, 5 it is already refuted.
+    ///        finalized state root, 3 its records are not the round's registered updates
+    ///        (client, digest, weight and U_i of each, in order), 4 its
+    ///        game window ends before the challenge window, 5 it is already refuted, 6 its
+    ///        rule is not the task's `ruleId` (checked when the task names one).
     error ClaimMismatch(uint256 claimId, uint8 reason);
     /// @notice `finalize` while a game on the submission's claim can still refute it.
     error ClaimUnsettled(uint256 round, uint256 claimId);
@@ -290,8 +298,9 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     event RoundOpened(uint256 indexed round, uint256 openBlock);
     /// @notice Updates `firstIndex`, `firstIndex + 1`, ... of `round` were registered (one
     ///         `submitUpdate`, or the accepted records of one `submitUpdates` batch, in order).
-    ///         `entries` packs 60 bytes per update: client (20) || digest (32) || numSamples (8,
-    ///         big-endian); `accumulator` is the round's accumulator after the last of them.
+    ///         `entries` packs 92 bytes per update: client (20) || digest (32) || numSamples (8,
+    ///         big-endian) || chunkRoot (32, U_i); `accumulator` is the round's accumulator
+    ///         after the last of them.
     event UpdatesRegistered(uint256 indexed round, uint256 firstIndex, uint256 accumulator, bytes entries);
     event AggregateSubmitted(
         uint256 indexed round,
@@ -494,6 +503,8 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     ///      word: `start` creates both slots and `finalize` resets the next round's to the mark,
     ///      so no registration ever creates a storage slot (rewriting one costs ~17k less).
     ///      Earlier rounds' accumulators are in their `UpdatesRegistered` events only.
+    // Written by FedChainTask (`start`, the intake, `finalize`), read by TaskDisputes too.
+    // slither-disable-next-line uninitialized-state
     uint256[2] internal _liveAccumulators;
     uint256 internal constant _ACCUMULATOR_MARK = 1;
     /// @dev Attestation bitmaps: round -> committee index -> word -> bits (bit i of word w is

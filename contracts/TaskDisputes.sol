@@ -197,22 +197,39 @@ contract TaskDisputes is FedChainTaskStorage {
         RoundState storage rs = _currentRoundState(round);
         // One view answers every hook; binding needs all but the new root and `settled`.
         // slither-disable-next-line unused-return
-        (address submitter, bytes32 prevRoot,, uint256 numRecords, uint256 windowEnd,, bool isRefuted) =
+        (address submitter, bytes32 prevRoot,, uint256 records, uint256 windowEnd,, bool isRefuted) =
             games.claimHook(claimId);
         // INVARIANT: a claim binds its own submitter only.
         if (submitter != msg.sender) revert ClaimMismatch(claimId, 1);
         // INVARIANT: a claim starts from the last finalized state.
         if (prevRoot != _stateRoots[round - 1]) revert ClaimMismatch(claimId, 2);
-        // INVARIANT: a claim covers every update registered for the round.
-        if (numRecords != rs.updateCount) revert ClaimMismatch(claimId, 3);
+        // INVARIANT: a claim lists exactly the round's registered updates, in order, with the
+        // digests, weights and U_i their clients signed (same accumulator, same count).
+        if (records != (((_liveAccumulators[round % 2] ^ _ACCUMULATOR_MARK) << 32) | rs.updateCount)) {
+            revert ClaimMismatch(claimId, 3);
+        }
         // INVARIANT: games on the claim can be opened at least until the challenge deadline.
         if (windowEnd < block.number + _challengeWindow) revert ClaimMismatch(claimId, 4);
         // INVARIANT: a refuted claim backs no aggregate.
         if (isRefuted) revert ClaimMismatch(claimId, 5);
+        // INVARIANT: a claim is replayed under the task's own rule (when the task names one).
+        if (_ruleId != bytes32(0) && _ruleId != _stepRuleName(games.claimRule(claimId))) {
+            revert ClaimMismatch(claimId, 6);
+        }
         rs = _submitAggregate(round, digest, false);
         uint256 attempt = rs.attempt;
         _boundClaims[round][attempt] = ((claimId + 1) << 192) | uint192(uint256(digest));
         emit AggregateClaimed(round, attempt, claimId);
+    }
+
+    /// @dev The task-level rule id (sha256 of the rule's name, `aggregators.registry.rule_id`)
+    ///      of `OneStepMath` rule `rule`; zero for none.
+    function _stepRuleName(uint8 rule) private pure returns (bytes32) {
+        if (rule == 0) return 0x093126d47a689c67dc5e5900a47bb7f340fec65d080441f5c612283f72954b23; // "fedavg"
+        if (rule == 1) return 0xe84ce8dc672d4f8e9a894073a3e8eb44081675eacfcdeab3f346efa82d25806c; // "fedprox"
+        if (rule == 2) return 0x7896a617a785dd968b580c61a2b418ae7ea28ecb713a3650178971519c566c4e; // "median"
+        if (rule == 3) return 0x523bc08b0951406df53bccf6d2066dc6c94b47953acb21d358185887a2afa92f; // "trimmed_mean"
+        return bytes32(0);
     }
 
     /// @notice Body of `FedChainTask.rejectRefuted` (see its NatSpec), run by DELEGATECALL.

@@ -1,17 +1,15 @@
 """Gas of the fault proof, measured as real transactions on a local anvil: the one-step check
-for d in {10^4, 10^6} x K in {10, 100} per rule, every game move, and the extra registration
-gas per update of carrying U_i.
+for d in {10^4, 10^6} x K in {10, 100} per rule, every game move, and the registration gas
+per update of a relayed record carrying U_i.
 
 Every figure is a mined transaction's ``gasUsed`` (intrinsic gas, calldata at the chain's
 pricing - anvil's latest hardfork, EIP-7623 floor included - and execution). The one-step
 check is measured twice: ``OneStep.step`` called alone and ``FaultGames.prove`` (the game move
 that runs it). The Merkle proof depth depends on d (ceil(log2(ceil(d / 256)))), the step on K.
 
-Registration: FedChainTask's record path is not changed in this branch (another engineer is
-changing it); the extra gas of carrying a 32-byte U_i per update is measured as the calldata
-cost of 32 more bytes per record on the real ``submitUpdates`` batch of 100 (bytes the ABI
-decoder ignores) plus, estimated, 32 more event bytes (256 gas) and one more word in the
-EIP-712 struct hash (about 40 gas).
+Registration: each signed update record carries its U_i (``Update(..., bytes32 chunkRoot)``,
+140 bytes per packed record); measured on a real ``submitUpdates`` batch of 50 at anvil's
+calldata pricing (scripts/bench_gas.py gives the embedded chain's figures before / after).
 
     nice -n 19 timeout 1800 .venv/bin/python scripts/bench_faultproof_gas.py --out gas.json
 """
@@ -27,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from eth_utils.address import to_checksum_address
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -94,7 +93,7 @@ def step_rows(
                 records = ([t.root for t in trees], weights, excluded_words([], k))
                 cid = _event(
                     games,
-                    games.tx(acct, "postClaim", params_t, records, value=BOND),
+                    games.tx(acct, "postClaim", params_t, records, _signers(k), value=BOND),
                     "ClaimPosted",
                     "claimId",
                 )
@@ -144,7 +143,7 @@ def move_rows(chain: Chain, games: FaultGamesContract) -> dict[str, int]:
     state = ChunkTree(prev)  # the claimed new state (its content does not matter here)
     params = (0, 0, 1, d, 20, VB, ptree.root, state.root)
     out: dict[str, int] = {}
-    r = games.tx(sub, "postClaim", params, records, value=BOND)
+    r = games.tx(sub, "postClaim", params, records, _signers(k), value=BOND)
     out["postClaim (K = 10)"] = gas(r)
     cid = _event(games, r, "ClaimPosted", "claimId")
     r = games.tx(ch, "openLeaf", cid, 2, value=BOND)
@@ -171,7 +170,10 @@ def move_rows(chain: Chain, games: FaultGamesContract) -> dict[str, int]:
     # refuteInclusion: a second claim that includes the bad update
     records2 = ([t.root for t in trees], weights, excluded_words([], k))
     cid2 = _event(
-        games, games.tx(sub, "postClaim", params, records2, value=BOND), "ClaimPosted", "claimId"
+        games,
+        games.tx(sub, "postClaim", params, records2, _signers(k), value=BOND),
+        "ClaimPosted",
+        "claimId",
     )
     opening3 = (1, chunk_bytes(chunk_values(ups[3], 1)), trees[3].proof(1), 5)
     out["refuteInclusion (K = 10)"] = gas(
@@ -179,7 +181,10 @@ def move_rows(chain: Chain, games: FaultGamesContract) -> dict[str, int]:
     )
     # descent at d = 10^6 (depth 12: three reveals of 16 nodes) on a fresh claim
     cid3 = _event(
-        games, games.tx(sub, "postClaim", params, records, value=BOND), "ClaimPosted", "claimId"
+        games,
+        games.tx(sub, "postClaim", params, records, _signers(k), value=BOND),
+        "ClaimPosted",
+        "claimId",
     )
     r = games.tx(ch, "openDescent", cid3, value=BOND)
     out["openDescent"] = gas(r)
@@ -195,14 +200,23 @@ def move_rows(chain: Chain, games: FaultGamesContract) -> dict[str, int]:
     k2 = 100
     roots = [hashlib.sha256(bytes([i % 256, i // 256])).digest() for i in range(k2)]
     rec100 = (roots, [1] * k2, excluded_words([], k2))
-    out["postClaim (K = 100)"] = gas(games.tx(sub, "postClaim", params, rec100, value=BOND))
+    out["postClaim (K = 100)"] = gas(
+        games.tx(sub, "postClaim", params, rec100, _signers(k2), value=BOND)
+    )
     for key, v in out.items():
         print(f"{key:40s} {v:>10,}", flush=True)
     return out
 
 
+def _signers(k: int) -> tuple[list[str], list[bytes]]:
+    """Stand-in ``Signers`` of a claim with ``k`` records (distinct nonzero clients and
+    digests, priced like real ones; FaultGames does not look them up)."""
+    clients = [str(to_checksum_address(hashlib.sha256(b"c%d" % i).digest()[:20])) for i in range(k)]
+    return clients, [hashlib.sha256(b"d%d" % i).digest() for i in range(k)]
+
+
 def registration_rows(chain: Chain) -> dict[str, int]:
-    """submitUpdates batch of 100: per update, as today and with 32 more calldata bytes each."""
+    """submitUpdates batch of 50 records carrying U_i: gas per update."""
     owner, clients = chain.accounts[0], chain.accounts[3:103]
     cfg = TaskConfig(
         initial_model_digest=b"\x11" * 32,
@@ -226,7 +240,15 @@ def registration_rows(chain: Chain) -> dict[str, int]:
 
     def batch(r: int, extra: int, first: int, n: int) -> int:
         recs = [
-            sign_update(c, sep, first + i, r, hashlib.sha256(bytes([r, first + i])).digest(), 10)
+            sign_update(
+                c,
+                sep,
+                first + i,
+                r,
+                hashlib.sha256(bytes([r, first + i])).digest(),
+                10,
+                hashlib.sha256(bytes([r, first + i, 0x55])).digest(),  # a stand-in U_i
+            )
             for i, c in enumerate(clients[first : first + n])
         ]
         packed = b"".join(x.packed() for x in recs)
@@ -238,19 +260,9 @@ def registration_rows(chain: Chain) -> dict[str, int]:
         assert receipt["status"] == 1
         return gas(receipt)
 
-    # two later batches of 50 in one round: the accumulator slot already exists for both
+    # a later batch of 50 in the round: the accumulator slot already exists
     batch(1, 0, 0, 1)  # opens the round's accumulator slot
-    before = batch(1, 0, 1, 50)
-    after = batch(1, 1, 51, 49)
-    per_before = before // 50
-    per_after_calldata = after // 49
-    est = per_after_calldata + 256 + 40
-    out = {
-        "submitUpdates per update, today (batch of 50)": per_before,
-        "... with 32 more calldata bytes per record (batch of 49), measured": per_after_calldata,
-        "... plus 32 event bytes and one hashed word, estimated": est,
-        "extra per update for U_i (estimated total)": est - per_before,
-    }
+    out = {"submitUpdates per update, records carrying U_i (batch of 50)": batch(1, 0, 1, 50) // 50}
     for key, v in out.items():
         print(f"{key:70s} {v:>8,}", flush=True)
     return out

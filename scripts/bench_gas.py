@@ -44,6 +44,12 @@ def dg(label: object) -> bytes:
     return hashlib.sha256(repr(label).encode()).digest()
 
 
+def ur(label: object) -> bytes:
+    """A stand-in chunk root (U_i) of the update labelled ``label``: 32 nonzero-looking bytes,
+    calldata priced like a real root."""
+    return dg(("U_i", label))
+
+
 def deploy(n: int, k: int, **kw: Any) -> tuple[Chain, TaskContract, Any, list[Any], list[Any]]:
     """A started task with ``n`` aggregators and ``k`` registered clients (min = max = k)."""
     chain = Chain.embedded(num_accounts=1 + n + k)
@@ -63,7 +69,7 @@ def setup(n: int, k: int, **kw: Any) -> tuple[Chain, TaskContract, Any, list[Any
     """:func:`deploy`, and every client registers its round-1 update."""
     chain, task, owner, aggs, clients = deploy(n, k, **kw)
     for i, c in enumerate(clients):
-        task.submit_update(c, 1, dg((1, i)), 10)
+        task.submit_update(c, 1, dg((1, i)), 10, ur((1, i)))
     return chain, task, owner, aggs
 
 
@@ -81,13 +87,16 @@ def registration_rows() -> list[tuple[str, int, int | None]]:
     sep = task.domain_separator
 
     def singles(r: int) -> list[int]:
-        return [gas(task.submit_update(c, r, dg((r, i)), 10)) for i, c in enumerate(clients[:100])]
+        return [
+            gas(task.submit_update(c, r, dg((r, i)), 10, ur((r, i))))
+            for i, c in enumerate(clients[:100])
+        ]
 
     def batches(r: int) -> list[int]:
         out = []
         for start in (100, 200):
             recs = [
-                sign_update(c, sep, start + i, r, dg((r, start + i)), 10)
+                sign_update(c, sep, start + i, r, dg((r, start + i)), 10, ur((r, start + i)))
                 for i, c in enumerate(clients[start : start + 100])
             ]
             out.append(gas(task.submit_updates(owner, r, recs)) // 100)
@@ -199,7 +208,7 @@ def issue20_rows() -> list[tuple[str, int]]:
     rows.append(("advanceAttempt (penalty)", gas(task.advance_attempt(owner, 1))))
     if hasattr(task, "skip_round"):
         chain, task, owner, members, clients = deploy(4, 4, collect_timeout=3)
-        task.submit_update(clients[0], 1, dg("one"), 10)
+        task.submit_update(clients[0], 1, dg("one"), 10, ur("one"))
         chain.mine(int(task.config().collect_window) + 4)
         rows.append(("skipRound (opens the next round)", gas(task.skip_round(owner, 1))))
         chain, task, owner, members, clients = deploy(4, 4, abort_timeout=3)
@@ -220,6 +229,7 @@ def issue22_hook_rows() -> list[tuple[str, int]]:
 
     from adapters.faultproof import FaultGamesContract, OneStepContract
     from aggregators.faultproof import StepRule
+    from aggregators.registry import rule_id
     from protocol.merkle import ChunkTree
     from tests.fault_support import BOND, CLAIM_BOND, CLOCK, VB, faulty, make_round
 
@@ -231,7 +241,15 @@ def issue22_hook_rows() -> list[tuple[str, int]]:
         chain = Chain.embedded(num_accounts=1 + 4 + k + 2)
         owner, rest = chain.accounts[0], chain.accounts[1:]
         aggs, clients = rest[:4], rest[4 : 4 + k]
-        cfg = TaskConfig(**{**BASE, "min_updates": k, "max_updates": k, "submit_timeout": 10})
+        cfg = TaskConfig(
+            **{
+                **BASE,
+                "rule_id": rule_id("fedavg"),  # as deployments name it: the claim's rule is checked
+                "min_updates": k,
+                "max_updates": k,
+                "submit_timeout": 10,
+            }
+        )
         task = TaskContract.deploy(chain, owner, cfg)
         one = OneStepContract.deploy(chain, owner)
         games = FaultGamesContract.deploy(chain, owner, one.address, CLOCK, BOND)
@@ -242,13 +260,15 @@ def issue22_hook_rows() -> list[tuple[str, int]]:
             task.register_client(c)
         task.start(owner)
         for i, c in enumerate(clients):
-            task.submit_update(c, 1, dg(("u", i)), r.weights[i])
+            task.submit_update(c, 1, dg(("u", i)), r.weights[i], ChunkTree(r.ups[i]).root)
+        r.clients = [c.address for c in clients]
+        r.digests = [dg(("u", i)) for i in range(k)]
         return chain, task, owner, aggs, games
 
     def claim(games: FaultGamesContract, who: Any, state: Any) -> int:
         rule = (r.rule.rule_id, r.rule.beta_num, r.rule.beta_den)
         params = (*rule, len(r.prev), 8, VB, ChunkTree(r.prev).root, ChunkTree(state).root)
-        receipt = games.tx(who, "postClaim", params, r.records(), value=CLAIM_BOND)
+        receipt = games.tx(who, "postClaim", params, r.records(), r.signers(), value=CLAIM_BOND)
         ev = games.contract.events.ClaimPosted().process_receipt(receipt, errors=DISCARD)
         return int(ev[0]["args"]["claimId"])
 

@@ -35,6 +35,8 @@ class Round:
     ups: list[Any]
     weights: list[int]
     excluded: list[int] = field(default_factory=list)
+    clients: list[str] = field(default_factory=list)  # the records' signers, when registered
+    digests: list[bytes] = field(default_factory=list)
 
     @property
     def included(self) -> list[int]:
@@ -58,6 +60,19 @@ class Round:
     def records(self) -> tuple[list[bytes], list[int], list[int]]:
         roots = [ChunkTree(u).root for u in self.ups]
         return roots, self.weights, excluded_words(self.excluded, len(self.ups))
+
+    def roots(self) -> list[bytes]:
+        """U_i of every update (what its client signs)."""
+        return [ChunkTree(u).root for u in self.ups]
+
+    def signers(self) -> tuple[list[str], list[bytes]]:
+        """The claim's ``Signers`` (client and digest of each record; zero for a round not
+        registered on a task)."""
+        n = len(self.ups)
+        return (
+            self.clients or ["0x" + "00" * 20] * n,
+            self.digests or [bytes(32)] * n,
+        )
 
     def step(self, j: int) -> tuple[Any, ...]:
         inc = self.included
@@ -100,7 +115,9 @@ def post(s: Setup, r: Round, state: Any, window: int = WINDOW) -> int:
         ChunkTree(r.prev).root,
         ChunkTree(state).root,
     )
-    receipt = s.games.tx(s.submitter, "postClaim", params, r.records(), value=CLAIM_BOND)
+    receipt = s.games.tx(
+        s.submitter, "postClaim", params, r.records(), r.signers(), value=CLAIM_BOND
+    )
     ev = s.games.contract.events.ClaimPosted().process_receipt(receipt, errors=DISCARD)
     return int(ev[0]["args"]["claimId"])
 

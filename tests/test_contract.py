@@ -445,19 +445,20 @@ def test_submit_update_stores_in_registration_order(task_factory: Any) -> None:
     order = [s.clients[2], s.clients[0], s.clients[1]]
     acc = 0
     for i, c in enumerate(order):
-        receipt = task.submit_update(c, 1, dg(i), 100 + i)
+        root = dg(("U_i", i))  # the update's chunk root, signed with it
+        receipt = task.submit_update(c, 1, dg(i), 100 + i, root)
         [event] = task.events(receipt)
-        acc = extend_updates(acc, c.address, dg(i), 100 + i)
+        acc = extend_updates(acc, c.address, dg(i), 100 + i, root)
         assert event.name == "UpdatesRegistered"
         assert event.args == {
             "round": 1,
             "firstIndex": i,
             "accumulator": acc,
-            "entries": bytes.fromhex(c.address[2:]) + dg(i) + (100 + i).to_bytes(8, "big"),
+            "entries": bytes.fromhex(c.address[2:]) + dg(i) + (100 + i).to_bytes(8, "big") + root,
         }
     ups = task.updates(1)
-    assert [(u.index, u.client, u.digest, u.num_samples) for u in ups] == [
-        (i, c.address, dg(i), 100 + i) for i, c in enumerate(order)
+    assert [(u.index, u.client, u.digest, u.num_samples, u.chunk_root) for u in ups] == [
+        (i, c.address, dg(i), 100 + i, dg(("U_i", i))) for i, c in enumerate(order)
     ]
     assert task.update_count(1) == 3 and task.updates(2) == []
 

@@ -42,28 +42,48 @@ def dg(label: object) -> bytes:
     return hashlib.sha256(repr(label).encode()).digest()
 
 
+def ur(label: object) -> bytes:
+    """A chunk root (U_i) standing for the update labelled ``label``."""
+    return dg(("U_i", label))
+
+
 def record(s: Any, i: int, round_: int, label: object = None, n: int = 10) -> SignedUpdate:
-    """Client ``i``'s signed record for ``round_``."""
+    """Client ``i``'s signed record for ``round_`` (its U_i is ``ur`` of the label)."""
     client = s.clients[i]
-    return sign_update(client, s.task.domain_separator, i, round_, dg(label or (round_, i)), n)
+    lab = label or (round_, i)
+    return sign_update(client, s.task.domain_separator, i, round_, dg(lab), n, ur(lab))
 
 
 def test_record_digest_and_accumulator_mirror_the_contract(task_factory: Any) -> None:
     s = task_factory(n_clients=3, min_updates=3, max_updates=3)
     task = s.task
     assert task.domain_separator == domain_separator(s.chain.chain_id, task.address)
-    for args in [(1, dg("a"), 1), (7, dg("b"), 2**64 - 1)]:
+    for args in [(1, dg("a"), 1, ur("a")), (7, dg("b"), 2**64 - 1, b"\xff" * 32)]:
         assert task.update_record_digest(*args) == update_record_digest(
             task.domain_separator, *args
         )
+    # U_i is signed: another chunk root is another record
+    assert task.update_record_digest(1, dg("a"), 1, ur("b")) != update_record_digest(
+        task.domain_separator, 1, dg("a"), 1, ur("a")
+    )
     receipt = task.submit_updates(s.owner, 1, [record(s, i, 1) for i in range(3)])
     acc = 0
     for i in range(3):
-        acc = extend_updates(acc, s.clients[i].address, dg((1, i)), 10)
+        acc = extend_updates(acc, s.clients[i].address, dg((1, i)), 10, ur((1, i)))
     assert task.update_accumulator(1) == (acc, 3)
-    assert [(u.index, u.client) for u in task.accepted_updates(receipt)] == [
-        (i, s.clients[i].address) for i in range(3)
+    assert [(u.index, u.client, u.chunk_root) for u in task.accepted_updates(receipt)] == [
+        (i, s.clients[i].address, ur((1, i))) for i in range(3)
     ]
+    # a client's own submitUpdate carries its U_i too (entry and accumulator)
+    s2 = task_factory(n_clients=4, min_updates=4, max_updates=4)
+    got = s2.task.accepted_updates(s2.task.submit_update(s2.clients[1], 1, dg("own"), 5, ur("own")))
+    assert [(u.client, u.digest, u.num_samples, u.chunk_root) for u in got] == [
+        (s2.clients[1].address, dg("own"), 5, ur("own"))
+    ]
+    assert s2.task.update_accumulator(1) == (
+        extend_updates(0, s2.clients[1].address, dg("own"), 5, ur("own")),
+        1,
+    )
 
 
 def test_batch_registers_in_order_and_nodes_rebuild_it(task_factory: Any) -> None:
@@ -134,7 +154,7 @@ def test_signature_edge_cases(task_factory: Any) -> None:
         task.submit_updates(s.owner, 1, [])
     with pytest.raises(BadBatch) as bad:
         task._tx(s.owner, "submitUpdates", 1, good.packed()[:-1])
-    assert bad.value.error_args == {"length": 107}
+    assert bad.value.error_args == {"length": 139}
     # nothing of the above registered anything
     assert task.update_accumulator(1) == (0, 0) and task.updates(1) == []
     task.submit_updates(s.owner, 1, [good])
@@ -229,7 +249,7 @@ def test_accumulators_of_the_current_and_previous_round_are_kept(task_factory: A
     )
     acc2 = 0
     for i in range(2):
-        acc2 = extend_updates(acc2, s.clients[i].address, dg((2, i)), 10)
+        acc2 = extend_updates(acc2, s.clients[i].address, dg((2, i)), 10, ur((2, i)))
     assert task.update_accumulator(2) == (acc2, 2)
     assert task.update_accumulator(1) == (None, 2)
     with pytest.raises(AccumulatorForgotten):

@@ -166,8 +166,9 @@ class DisputesMixin(ViewsMixin):
         )
 
     def reject_refuted(self, acct: LocalAccount, round: int) -> Any:
-        """Discard ``round``'s aggregate whose claim was refuted (submitter slashed, the
-        whole slashed amount burned: the caller gains nothing, the round re-opened at attempt + 1). Anyone."""
+        """Discard ``round``'s aggregate whose claim was refuted (submitter slashed, the whole
+        slashed amount burned: the caller gains nothing; the round re-opened at attempt + 1).
+        Anyone."""
         return self._tx(acct, "rejectRefuted", round)
 
     def slash_refuted_certificate(
@@ -181,7 +182,8 @@ class DisputesMixin(ViewsMixin):
     ) -> Any:
         """Slash every signer of a "not faulty" commit certificate on (``round``,
         ``attempt``) whose claim was refuted; ``signatures`` as for :meth:`resolve_dispute`
-        (sorted by signer, slashed signers included). Anyone; every slashed stake is burned (the caller gains nothing)."""
+        (sorted by signer, slashed signers included). Anyone; every slashed stake is burned
+        (the caller gains nothing)."""
         sigs = [bytes(sig) for sig in signatures]
         return self._tx(
             acct,

@@ -20,6 +20,7 @@ from adapters.contract.types import (
 )
 from adapters.contract.views import ViewsMixin
 from adapters.records import (
+    NO_CHUNK_ROOT,
     AccumulatorMismatch,
     SignedUpdate,
     decode_update_entries,
@@ -64,9 +65,17 @@ class IntakeMixin(ViewsMixin):
     def withdraw(self, acct: LocalAccount) -> Any:
         return self._tx(acct, "withdraw")
 
-    def submit_update(self, acct: LocalAccount, round: int, digest: bytes, num_samples: int) -> Any:
-        """Register ``acct``'s own update (no signature needed: it sends the transaction)."""
-        return self._tx(acct, "submitUpdate", round, bytes(digest), num_samples)
+    def submit_update(
+        self,
+        acct: LocalAccount,
+        round: int,
+        digest: bytes,
+        num_samples: int,
+        chunk_root: bytes = NO_CHUNK_ROOT,
+    ) -> Any:
+        """Register ``acct``'s own update (no signature needed: it sends the transaction);
+        ``chunk_root`` is U_i (:func:`protocol.merkle.vector_root` of the quantised update)."""
+        return self._tx(acct, "submitUpdate", round, bytes(digest), num_samples, bytes(chunk_root))
 
     def submit_updates(
         self,
@@ -134,8 +143,9 @@ class IntakeMixin(ViewsMixin):
                     f"{len(log.entries)}..{first - 1}"
                 )
             for entry in decode_update_entries(first, entries):
+                e = entry
                 log.accs.append(
-                    extend_updates(log.accs[-1], entry.client, entry.digest, entry.num_samples)
+                    extend_updates(log.accs[-1], e.client, e.digest, e.num_samples, e.chunk_root)
                 )
                 log.entries.append(entry)
             if log.accs[-1] != acc:
@@ -191,8 +201,16 @@ class IntakeMixin(ViewsMixin):
             self._separator = domain_separator(self.chain.chain_id, self.address)
         return self._separator
 
-    def update_record_digest(self, round: int, digest: bytes, num_samples: int) -> bytes:
+    def update_record_digest(
+        self, round: int, digest: bytes, num_samples: int, chunk_root: bytes = NO_CHUNK_ROOT
+    ) -> bytes:
         """The EIP-712 digest of an update record, computed on-chain."""
         return bytes(
-            self._call("updateRecordDigest", round, _digest("digest", digest), num_samples)
+            self._call(
+                "updateRecordDigest",
+                round,
+                _digest("digest", digest),
+                num_samples,
+                bytes(chunk_root),
+            )
         )

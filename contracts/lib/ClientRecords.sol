@@ -12,9 +12,12 @@ pragma solidity ^0.8.24;
 ///         every function here bit for bit (`adapters.records`).
 library ClientRecords {
     /// @notice EIP-712 type hash of a client's update record: the update of `round` has
-    ///         canonical bytes with SHA-256 `digest` and weight `numSamples`. The domain binds
-    ///         the task (verifyingContract) and the chain (chainId); the signer is the client.
-    bytes32 internal constant UPDATE_TYPEHASH = keccak256("Update(uint256 round,bytes32 digest,uint64 numSamples)");
+    ///         canonical bytes with SHA-256 `digest`, weight `numSamples` and chunk root
+    ///         `chunkRoot` (U_i: the keccak Merkle root of its quantised delta,
+    ///         `ChunkMerkle` / `protocol.merkle`). The domain binds the task
+    ///         (verifyingContract) and the chain (chainId); the signer is the client.
+    bytes32 internal constant UPDATE_TYPEHASH =
+        keccak256("Update(uint256 round,bytes32 digest,uint64 numSamples,bytes32 chunkRoot)");
 
     /// @notice Clients per bitmap word: the low 224 bits are client bits (bit i of word w is
     ///         the client with index 224 * w + i), the high 32 bits the round the bits belong to.
@@ -28,13 +31,13 @@ library ClientRecords {
     uint256 private constant BITS_MASK = (uint256(1) << 224) - 1;
 
     /// @notice Bytes one accepted update takes in the `UpdatesRegistered` event:
-    ///         client (20) || digest (32) || numSamples (8, big-endian).
-    uint256 internal constant UPDATE_ENTRY_BYTES = 60;
+    ///         client (20) || digest (32) || numSamples (8, big-endian) || chunkRoot (32).
+    uint256 internal constant UPDATE_ENTRY_BYTES = 92;
 
     /// @notice Bytes of one record in a `submitUpdates` batch: client index (4, big-endian) ||
-    ///         numSamples (8, big-endian) || digest (32) || r (32) || vs (32), the last two the
-    ///         client's EIP-2098 compact signature.
-    uint256 internal constant UPDATE_RECORD_BYTES = 108;
+    ///         numSamples (8, big-endian) || digest (32) || chunkRoot (32) || r (32) || vs (32),
+    ///         the last two the client's EIP-2098 compact signature.
+    uint256 internal constant UPDATE_RECORD_BYTES = 140;
 
     /// @notice Upper bound of a low-s signature's s (secp256k1 order / 2).
     uint256 internal constant HALF_ORDER = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0;
@@ -43,15 +46,16 @@ library ClientRecords {
     function updateRecordAt(bytes calldata records, uint256 i)
         internal
         pure
-        returns (uint256 client, uint64 numSamples, bytes32 digest, bytes32 r, bytes32 vs)
+        returns (uint256 client, uint64 numSamples, bytes32 digest, bytes32 chunkRoot, bytes32 r, bytes32 vs)
     {
         assembly ("memory-safe") {
-            let p := add(records.offset, mul(i, 108))
+            let p := add(records.offset, mul(i, 140))
             client := shr(224, calldataload(p))
             numSamples := shr(192, calldataload(add(p, 4)))
             digest := calldataload(add(p, 12))
-            r := calldataload(add(p, 44))
-            vs := calldataload(add(p, 76))
+            chunkRoot := calldataload(add(p, 44))
+            r := calldataload(add(p, 76))
+            vs := calldataload(add(p, 108))
         }
     }
 
@@ -63,8 +67,12 @@ library ClientRecords {
     }
 
     /// @notice EIP-712 struct hash of an update record:
-    ///         keccak256(abi.encode(UPDATE_TYPEHASH, round, digest, numSamples)).
-    function updateStructHash(uint256 round, bytes32 digest, uint64 numSamples) internal pure returns (bytes32 h) {
+    ///         keccak256(abi.encode(UPDATE_TYPEHASH, round, digest, numSamples, chunkRoot)).
+    function updateStructHash(uint256 round, bytes32 digest, uint64 numSamples, bytes32 chunkRoot)
+        internal
+        pure
+        returns (bytes32 h)
+    {
         bytes32 typeHash = UPDATE_TYPEHASH;
         assembly ("memory-safe") {
             let p := mload(0x40) // scratch above the free memory pointer, not allocated
@@ -72,7 +80,8 @@ library ClientRecords {
             mstore(add(p, 32), round)
             mstore(add(p, 64), digest)
             mstore(add(p, 96), numSamples)
-            h := keccak256(p, 128)
+            mstore(add(p, 128), chunkRoot)
+            h := keccak256(p, 160)
         }
     }
 
@@ -101,9 +110,10 @@ library ClientRecords {
     }
 
     /// @notice The accumulator after appending one update: the low 224 bits of
-    ///         keccak256(abi.encode(acc, client, digest, numSamples)). A round starts at 0, so
-    ///         the accumulator commits to the round's whole ordered update list.
-    function extendUpdates(uint224 acc, address client, bytes32 digest, uint64 numSamples)
+    ///         keccak256(abi.encode(acc, client, digest, numSamples, chunkRoot)). A round
+    ///         starts at 0, so the accumulator commits to the round's whole ordered update
+    ///         list, U_i included (what a FaultGames claim's records are checked against).
+    function extendUpdates(uint224 acc, address client, bytes32 digest, uint64 numSamples, bytes32 chunkRoot)
         internal
         pure
         returns (uint224 next)
@@ -114,7 +124,8 @@ library ClientRecords {
             mstore(add(p, 32), client)
             mstore(add(p, 64), digest)
             mstore(add(p, 96), numSamples)
-            next := and(keccak256(p, 128), 0xffffffffffffffffffffffffffffffffffffffffffffffffffffffff)
+            mstore(add(p, 128), chunkRoot)
+            next := and(keccak256(p, 160), 0xffffffffffffffffffffffffffffffffffffffffffffffffffffffff)
         }
     }
 
@@ -129,17 +140,22 @@ library ClientRecords {
         return (round << 224) | bits;
     }
 
-    /// @notice Writes one update entry (client || digest || numSamples) at `offset` of
-    ///         `entries`, which must have 32 bytes of slack after its last entry.
-    function writeUpdateEntry(bytes memory entries, uint256 offset, address client, bytes32 digest, uint64 numSamples)
-        internal
-        pure
-    {
+    /// @notice Writes one update entry (client || digest || numSamples || chunkRoot) at
+    ///         `offset` of `entries`, which must have 32 bytes of slack after its last entry.
+    function writeUpdateEntry(
+        bytes memory entries,
+        uint256 offset,
+        address client,
+        bytes32 digest,
+        uint64 numSamples,
+        bytes32 chunkRoot
+    ) internal pure {
         assembly ("memory-safe") {
             let p := add(add(entries, 32), offset)
             mstore(p, shl(96, client))
             mstore(add(p, 20), digest)
             mstore(add(p, 52), shl(192, numSamples))
+            mstore(add(p, 60), chunkRoot)
         }
     }
 }

@@ -152,25 +152,25 @@ contract FedChainTaskUnitTest is TaskFixture {
         registerClients(5);
         vm.prank(client(0));
         vm.expectRevert(FedChainTaskStorage.TaskNotStarted.selector);
-        task.submitUpdate(1, bytes32(uint256(1)), 1);
+        task.submitUpdate(1, bytes32(uint256(1)), 1, rootOf(bytes32(uint256(1))));
         startTask();
         vm.prank(client(0));
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.RoundNotOpen.selector, 2, 1));
-        task.submitUpdate(2, bytes32(uint256(1)), 1);
+        task.submitUpdate(2, bytes32(uint256(1)), 1, rootOf(bytes32(uint256(1))));
         vm.prank(agg(0));
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.NotClient.selector, agg(0)));
-        task.submitUpdate(1, bytes32(uint256(1)), 1);
+        task.submitUpdate(1, bytes32(uint256(1)), 1, rootOf(bytes32(uint256(1))));
         vm.prank(client(0));
         vm.expectRevert(FedChainTaskStorage.ZeroSamples.selector);
-        task.submitUpdate(1, bytes32(uint256(1)), 0);
+        task.submitUpdate(1, bytes32(uint256(1)), 0, rootOf(bytes32(uint256(1))));
         vm.prank(client(0));
         vm.expectRevert(FedChainTaskStorage.ZeroDigest.selector);
-        task.submitUpdate(1, bytes32(0), 1);
+        task.submitUpdate(1, bytes32(0), 1, rootOf(bytes32(0)));
         vm.prank(client(0));
-        task.submitUpdate(1, bytes32(uint256(1)), 1);
+        task.submitUpdate(1, bytes32(uint256(1)), 1, rootOf(bytes32(uint256(1))));
         vm.prank(client(0));
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.UpdateAlreadySubmitted.selector, 1, client(0)));
-        task.submitUpdate(1, bytes32(uint256(2)), 1);
+        task.submitUpdate(1, bytes32(uint256(2)), 1, rootOf(bytes32(uint256(2))));
     }
 
     function test_submitUpdate_maxUpdatesClosesCollectionInThatBlock() public {
@@ -181,7 +181,7 @@ contract FedChainTaskUnitTest is TaskFixture {
         assertTrue(info.collectionClosed, "closed");
         vm.prank(client(4));
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.CollectionClosed.selector, 1, block.number));
-        task.submitUpdate(1, bytes32(uint256(9)), 1);
+        task.submitUpdate(1, bytes32(uint256(9)), 1, rootOf(bytes32(uint256(9))));
     }
 
     function test_submitUpdate_minUpdatesWaitsForCollectWindow() public {
@@ -201,14 +201,15 @@ contract FedChainTaskUnitTest is TaskFixture {
         bytes32 d = updateDigest(1, 0);
         vm.recordLogs();
         vm.prank(client(0));
-        task.submitUpdate(1, d, 7);
+        task.submitUpdate(1, d, 7, rootOf(d));
         (uint256 acc, uint256 count) = task.updateAccumulator(1);
         assertEq(count, 1, "one update");
-        uint256 expected = uint256(keccak256(abi.encode(uint256(0), client(0), d, uint256(7)))) & type(uint224).max;
+        uint256 expected =
+            uint256(keccak256(abi.encode(uint256(0), client(0), d, uint256(7), rootOf(d)))) & type(uint224).max;
         assertEq(acc, expected, "accumulator = low 224 bits of the hash chain");
         assertEq(
             keccak256(vm.getRecordedLogs()[0].data),
-            keccak256(abi.encode(uint256(0), acc, abi.encodePacked(client(0), d, uint64(7)))),
+            keccak256(abi.encode(uint256(0), acc, abi.encodePacked(client(0), d, uint64(7), rootOf(d)))),
             "UpdatesRegistered(firstIndex, accumulator, entries)"
         );
         assertTrue(task.updateSubmitted(1, client(0)), "bitmap bit set");
@@ -233,8 +234,13 @@ contract FedChainTaskUnitTest is TaskFixture {
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.BadBatch.selector, 0));
         task.submitUpdates(1, "");
         bytes memory rec = updateRecord(0, 1, updateDigest(1, 0), 5);
-        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.BadBatch.selector, 107));
-        task.submitUpdates(1, _slice(rec, 107));
+        vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.BadBatch.selector, 139));
+        task.submitUpdates(1, _slice(rec, 139));
+        // a record whose U_i is not the one its client signed recovers an unrelated address
+        bytes memory otherRoot = updateRecord(0, 1, updateDigest(1, 0), 5);
+        otherRoot[44] = otherRoot[44] ^ 0x01;
+        vm.expectRevert();
+        task.submitUpdates(1, otherRoot);
         // a record naming client 5 (unregistered)
         bytes memory unknown = updateRecord(5, 1, updateDigest(1, 0), 5);
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.UnknownClient.selector, 0, 5));
@@ -266,7 +272,7 @@ contract FedChainTaskUnitTest is TaskFixture {
     function _malleate(bytes memory rec) private pure returns (bytes memory) {
         uint256 highS = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A1;
         assembly {
-            mstore(add(rec, add(32, 76)), highS)
+            mstore(add(rec, add(32, 108)), highS)
         }
         return rec;
     }
@@ -419,7 +425,7 @@ contract FedChainTaskUnitTest is TaskFixture {
         assertEq(task.credits(chosen2), chosen2 == chosen ? 2 * BOND : BOND, "second bond");
         vm.prank(client(0));
         vm.expectRevert(FedChainTaskStorage.TaskAlreadyCompleted.selector);
-        task.submitUpdate(2, bytes32(uint256(1)), 1);
+        task.submitUpdate(2, bytes32(uint256(1)), 1, rootOf(bytes32(uint256(1))));
     }
 
     // -- disputes ---------------------------------------------------------------------------

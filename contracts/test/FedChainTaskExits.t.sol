@@ -44,7 +44,7 @@ contract FedChainTaskExitsTest is TaskFixture {
         if (samples > maxSamples) {
             vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.SamplesOutOfRange.selector, samples, maxSamples));
         }
-        task.submitUpdate(1, updateDigest(1, 0), samples);
+        task.submitUpdate(1, updateDigest(1, 0), samples, rootOf(updateDigest(1, 0)));
         // the same through a relayed signed record
         bytes memory rec = updateRecord(1, 1, updateDigest(1, 1), samples);
         if (samples > maxSamples) {

@@ -44,12 +44,16 @@ contract FedChainTaskFuzzTest is TaskFixture {
         }
     }
 
-    function testFuzz_accumulatorIsLow224BitsOfTheChain(uint224 acc, address who, bytes32 digest, uint64 samples)
-        public
-        pure
-    {
-        uint256 expected = uint256(keccak256(abi.encode(uint256(acc), who, digest, uint256(samples)))) & type(uint224).max;
-        assertEq(uint256(ClientRecords.extendUpdates(acc, who, digest, samples)), expected, "hash chain");
+    function testFuzz_accumulatorIsLow224BitsOfTheChain(
+        uint224 acc,
+        address who,
+        bytes32 digest,
+        uint64 samples,
+        bytes32 root
+    ) public pure {
+        uint256 expected =
+            uint256(keccak256(abi.encode(uint256(acc), who, digest, uint256(samples), root))) & type(uint224).max;
+        assertEq(uint256(ClientRecords.extendUpdates(acc, who, digest, samples, root)), expected, "hash chain");
     }
 
     function testFuzz_taggedBitmapWordsBelongToOneRound(uint256 bits, uint32 round, uint32 other) public pure {
@@ -107,7 +111,7 @@ contract FedChainTaskFuzzTest is TaskFixture {
         for (uint256 i = 0; i < count; ++i) {
             if (task.getRound(1).collectionClosed) break;
             vm.prank(client(i));
-            task.submitUpdate(1, updateDigest(1, i), 1);
+            task.submitUpdate(1, updateDigest(1, i), 1, rootOf(updateDigest(1, i)));
             if (i + 1 == cfg.minUpdates) _minBlock = block.number;
             if (i + 1 == cfg.maxUpdates) _maxBlock = block.number;
             vm.roll(block.number + gap);

@@ -110,7 +110,7 @@ contract TaskHandler is TaskFixture {
         uint256 round = _round();
         uint64 weight = samples % 4 == 0 ? samples : uint64(bound(samples, 1, 1000));
         vm.prank(client(i));
-        try task.submitUpdate(round, updateDigest(round, i), weight) {
+        try task.submitUpdate(round, updateDigest(round, i), weight, rootOf(updateDigest(round, i))) {
             _count(this.submitUpdate.selector);
             if (weight > cfg.maxSamples) overweightAccepted += 1;
         } catch {}

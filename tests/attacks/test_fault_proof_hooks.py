@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pytest
 from web3.logs import DISCARD
 
@@ -34,7 +35,9 @@ from adapters.contract import (
     TaskContract,
 )
 from adapters.faultproof import FaultGamesContract, OneStepContract
-from aggregators.faultproof import StepRule
+from adapters.records import records_accumulator
+from aggregators.faultproof import RULE_IDS, StepRule
+from aggregators.registry import rule_id
 from protocol.merkle import ChunkTree
 from tests.conftest import DEFAULT_TASK_CONFIG, TaskSetup
 from tests.fault_support import BOND, CLAIM_BOND, CLOCK, VB, Round, faulty, make_round
@@ -59,11 +62,18 @@ class Hooked:
 
 @pytest.fixture
 def h(chain: Chain) -> Hooked:
+    return make_hooked(chain)
+
+
+def make_hooked(chain: Chain, rule: str = "fedavg") -> Hooked:
+    """A started fault-proof task whose K clients registered round 1 (rule ``rule``, named
+    on-chain as the deployment names it: ``rule_id(rule)``); the round's data is FedAvg's."""
     owner, rest = chain.accounts[0], chain.accounts[1:]
     aggregators, clients = rest[:4], rest[4 : 4 + K]
     config = TaskConfig(
         **{
             **DEFAULT_TASK_CONFIG,
+            "rule_id": rule_id(rule),
             "min_updates": K,
             "max_updates": K,
             "submit_timeout": 10,
@@ -81,8 +91,11 @@ def h(chain: Chain) -> Hooked:
     for c in clients:
         task.register_client(c)
     task.start(owner)
+    # each client signs its update's digest, weight and U_i (chunk root)
     for i, c in enumerate(clients):
-        task.submit_update(c, 1, dg(("u", i)), r.weights[i])
+        task.submit_update(c, 1, dg(("u", i)), r.weights[i], ChunkTree(r.ups[i]).root)
+    r.clients = [c.address for c in clients]
+    r.digests = [dg(("u", i)) for i in range(K)]
     s = TaskSetup(chain, task, owner, aggregators, clients, rest[4 + K :])
     return Hooked(s, games, r)
 
@@ -104,19 +117,24 @@ def post_claim(
     prev: Any = None,
     window: int = GAME_WINDOW,
     records: tuple[Any, ...] | None = None,
+    signers: tuple[Any, ...] | None = None,
+    rule: StepRule | None = None,
 ) -> int:
     r = h.r
+    step_rule = r.rule if rule is None else rule
     params = (
-        r.rule.rule_id,
-        r.rule.beta_num,
-        r.rule.beta_den,
+        step_rule.rule_id,
+        step_rule.beta_num,
+        step_rule.beta_den,
         len(r.prev),
         window,
         VB,
         ChunkTree(r.prev if prev is None else prev).root,
         ChunkTree(state).root,
     )
-    receipt = h.games.tx(who, "postClaim", params, records or r.records(), value=CLAIM_BOND)
+    receipt = h.games.tx(
+        who, "postClaim", params, records or r.records(), signers or r.signers(), value=CLAIM_BOND
+    )
     ev = h.games.contract.events.ClaimPosted().process_receipt(receipt, errors=DISCARD)
     return int(ev[0]["args"]["claimId"])
 
@@ -276,7 +294,16 @@ def test_claims_not_bound_to_the_round_revert(h: Hooked) -> None:
     cases = [
         (post_claim(h, other, honest), 1),  # another member's claim
         (post_claim(h, agg, honest, prev=honest), 2),  # not from the last finalized state
-        (post_claim(h, agg, honest, records=([b"\x01" * 32] * 4, [1] * 4, [0])), 3),  # 4 != 5
+        (
+            post_claim(
+                h,
+                agg,
+                honest,
+                records=([b"\x01" * 32] * 4, [1] * 4, [0]),
+                signers=(h.r.clients[:4], h.r.digests[:4]),
+            ),
+            3,
+        ),  # 4 != 5
         (post_claim(h, agg, honest, window=CHALLENGE_WINDOW - 1), 4),  # window too short
     ]
     for cid, reason in cases:
@@ -360,3 +387,115 @@ def test_a_certificate_signer_recovers_nothing_by_reporting_its_own_certificate(
     task.slash_refuted_certificate(signer, 1, 0, digest, 0, sigs)
     assert task.credits(signer.address) == before
     assert_accounting(s)
+
+
+# -- issue 22 hook 1: U_i in the signed records; claims bound to them ------------------------
+
+
+def _forged(h: Hooked, what: str) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The claim's records and signers with one record changed from what its client signed."""
+    roots, weights, exc = h.r.records()
+    clients, digests = list(h.r.clients), list(h.r.digests)
+    roots, weights = list(roots), list(weights)
+    if what == "U_i":  # the chunk root of another vector than the client's update
+        roots[2] = ChunkTree(h.r.ups[2] + 1).root
+    elif what == "digest":
+        digests[1] = dg("not the payload client 1 signed")
+    elif what == "weight":
+        weights[0] += 1
+    elif what == "client":  # the right update attributed to another client
+        clients[3], clients[4] = clients[4], clients[3]
+    elif what == "order":  # the right records in another order
+        for seq in (roots, weights, clients, digests):
+            seq[0], seq[1] = seq[1], seq[0]
+    return (roots, weights, exc), (clients, digests)
+
+
+@pytest.mark.parametrize("what", ["U_i", "digest", "weight", "client", "order"])
+def test_claim_listing_records_other_than_signed_is_refused(h: Hooked, what: str) -> None:
+    """A claim whose listed (client, digest, weight, U_i) differ from the signed records in
+    any field, or in their order, is refused at submitAggregateWithClaim (reason 3): the
+    game's one step can only run on the inputs the clients really signed. Before U_i was in
+    the records the task compared the record count only, and every one of these bound."""
+    agg = chosen(h.s)
+    records, signers = _forged(h, what)
+    cid = post_claim(h, agg, h.r.honest(), records=records, signers=signers)
+    assert int(h.games.view("claim", cid)[7]) == K  # same count as the round's records
+    with pytest.raises(ClaimMismatch) as info:
+        h.task.submit_aggregate_with_claim(agg, 1, dg("agg"), cid)
+    assert info.value.error_args == {"claimId": cid, "reason": 3}
+    # the claim listing the signed records binds
+    honest = post_claim(h, agg, h.r.honest())
+    h.task.submit_aggregate_with_claim(agg, 1, dg("agg"), honest)
+    assert h.task.claim_of(1, 0) == honest
+
+
+def test_claim_records_hash_like_the_task_accumulator(h: Hooked) -> None:
+    """FaultGames keeps (accumulator << 32) | count over the claim's records, computed with
+    the same ClientRecords.extendUpdates as the task: equal to the Python mirror and to the
+    task's own accumulator of the round."""
+    cid = post_claim(h, chosen(h.s), h.r.honest())
+    entries = h.task.updates(1)
+    assert [e.chunk_root for e in entries] == h.r.roots()
+    acc, count = h.task.update_accumulator(1)
+    expected = records_accumulator(entries)
+    assert expected == (acc << 32) | count
+    assert int(h.games.view("claimHook", cid)[3]) == expected
+
+
+def test_record_whose_u_i_is_not_its_payload_is_excluded_deterministically(h: Hooked) -> None:
+    """An update whose signed U_i is not the chunk root of its payload cannot be opened in
+    any game: honest aggregators exclude it as invalid (same result on every node, no
+    crash), and a fault player's view of the round excludes it too."""
+    from aggregators.execution import execute_round
+    from aggregators.fault_player import RoundView
+    from protocol.payloads import encode_update
+    from tests.test_execution import FMT, LAYOUT, make_round, manifest
+
+    _, deltas_q, samples, gp, payloads = make_round(k=5)
+    roots = [ChunkTree(row.astype(np.int32)).root for row in deltas_q]
+    lying = list(roots)
+    lying[2] = ChunkTree(deltas_q[2].astype(np.int32) + 1).root  # signs another vector's root
+    lying[4] = bytes(32)  # signs no root at all
+    args = (manifest(), 1, gp, payloads, samples.tolist())
+    result = execute_round(*args, chunk_roots=lying)
+    assert result.included == (0, 1, 3)
+    assert "chunk root" in result.excluded[2] and "chunk root" in result.excluded[4]
+    assert execute_round(*args, chunk_roots=lying).payload == result.payload
+    # same as aggregating the three true records alone; all five when every U_i is true
+    alone = execute_round(
+        manifest(), 1, gp, [payloads[i] for i in (0, 1, 3)], [samples[i] for i in (0, 1, 3)]
+    )
+    assert alone.payload == result.payload
+    assert execute_round(*args, chunk_roots=roots).included == (0, 1, 2, 3, 4)
+    assert encode_update(LAYOUT, 1, deltas_q[0]) == payloads[0] and FMT.frac_bits == 16
+
+    # the fault player reads U_i from the task's records and excludes a mismatching one
+    entries = h.task.updates(1)
+    ups: list[Any] = list(h.r.ups)
+    ups[1] = ups[1] + 1  # what it fetched under record 1 is not what client 1 signed
+    view = RoundView.from_records(h.r.rule, h.r.prev, entries, ups, value_bound=VB)
+    assert view.excluded == [1]
+    assert view.records()[0] == h.r.roots()
+    assert view.signers() == (h.r.clients, h.r.digests)
+
+
+@pytest.mark.parametrize("task_rule", sorted(RULE_IDS))
+def test_claim_under_another_rule_than_the_task_is_refused(chain: Chain, task_rule: str) -> None:
+    """The claim's rule (OneStepMath id) must be the task's `ruleId` (sha256 of the rule's
+    name, as deployments record it): a claim made under any other in-scope rule is refused
+    (reason 6), the claim under the task's own rule binds."""
+    h = make_hooked(chain, task_rule)
+    agg = chosen(h.s)
+    params = {"beta": 0.2} if task_rule == "trimmed_mean" else {}
+    for other in sorted(RULE_IDS):
+        if other == task_rule:
+            continue
+        p = {"beta": 0.2} if other == "trimmed_mean" else {}
+        cid = post_claim(h, agg, h.r.honest(), rule=StepRule.of(other, p))
+        with pytest.raises(ClaimMismatch) as info:
+            h.task.submit_aggregate_with_claim(agg, 1, dg("agg"), cid)
+        assert info.value.error_args == {"claimId": cid, "reason": 6}
+    own = post_claim(h, agg, h.r.honest(), rule=StepRule.of(task_rule, params))
+    h.task.submit_aggregate_with_claim(agg, 1, dg("agg"), own)
+    assert h.task.claim_of(1, 0) == own

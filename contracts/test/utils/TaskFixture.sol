@@ -109,11 +109,16 @@ abstract contract TaskFixture is Test {
         return keccak256(abi.encode("update", round, i));
     }
 
+    /// @notice The chunk root (U_i) the tests sign with the update of digest `digest`.
+    function rootOf(bytes32 digest) internal pure returns (bytes32) {
+        return keccak256(abi.encode("U_i", digest));
+    }
+
     /// @notice Clients 0 .. count-1 register their updates of `round` themselves.
     function submitUpdates(uint256 round, uint256 count) internal {
         for (uint256 i = 0; i < count; ++i) {
             vm.prank(client(i));
-            task.submitUpdate(round, updateDigest(round, i), uint64(10 + i));
+            task.submitUpdate(round, updateDigest(round, i), uint64(10 + i), rootOf(updateDigest(round, i)));
         }
     }
 
@@ -191,15 +196,17 @@ abstract contract TaskFixture is Test {
         require(j == count, "not enough members");
     }
 
-    /// @notice Client `i`'s signed update record (108 bytes, as `submitUpdates` takes it).
+    /// @notice Client `i`'s signed update record (140 bytes, as `submitUpdates` takes it),
+    ///         its U_i `rootOf(digest)`.
     function updateRecord(uint256 i, uint256 round, bytes32 digest, uint64 numSamples)
         internal
         view
         returns (bytes memory)
     {
-        bytes32 d = task.updateRecordDigest(round, digest, numSamples);
+        bytes32 root = rootOf(digest);
+        bytes32 d = task.updateRecordDigest(round, digest, numSamples, root);
         (bytes32 r, bytes32 vs) = vm.signCompact(clientKey(i), d);
-        return abi.encodePacked(uint32(i), numSamples, digest, r, vs);
+        return abi.encodePacked(uint32(i), numSamples, digest, root, r, vs);
     }
 
     /// @notice The task's EquivocationEvidence: the first contract it created (nonce 1).

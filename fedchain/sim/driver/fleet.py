@@ -226,7 +226,9 @@ class ClientFleet:
         for node, event, rec in chunk:
             node.mark_submitted(round_)
             try:
-                self.task.submit_update(node.account, round_, rec.digest, rec.num_samples)
+                self.task.submit_update(
+                    node.account, round_, rec.digest, rec.num_samples, rec.chunk_root
+                )
             except (CollectionClosed, RoundNotOpen):
                 self._settle(node, _refused(round_, "CollectionClosed"))
                 return False
