@@ -30,6 +30,7 @@ import numpy as np
 from eth_account.signers.local import LocalAccount
 
 from adapters.faultproof import FaultGamesContract
+from adapters.records import UpdateEntry
 from aggregators.execution import privacy_of
 from aggregators.fault_player import FaultPlayer, RoundView
 from aggregators.faultproof import StepRule
@@ -62,27 +63,34 @@ def round_view(
     global_payload: bytes,
     payloads: Sequence[bytes | None],
     num_samples: Sequence[int],
+    records: Sequence[UpdateEntry] | None = None,
 ) -> RoundView:
     """The round as an honest member replays it: every registered update in registration
-    order, the unavailable or invalid ones excluded (their row is the zero vector)."""
+    order, the unavailable or invalid ones excluded (their row is the zero vector). With the
+    task's registered ``records`` the view carries each record's client, digest and signed
+    U_i (what a claim lists and the task checks), and an update whose vector is not its U_i
+    is excluded too (:meth:`RoundView.from_records`)."""
     layout, fmt = manifest.layout, manifest.numeric
     prev = decode_global_state(layout, global_payload).params.astype(np.int64)
     clip_bit = privacy_of(manifest).adaptive_clip
-    rows: list[np.ndarray] = []
-    excluded: list[int] = []
-    for i, payload in enumerate(payloads):
+    rule = StepRule.of(manifest.rule, dict(manifest.rule_params))
+    decoded: list[np.ndarray | None] = []
+    for payload in payloads:
         row = None
         if payload is not None:
             try:
-                row = decode_update_bit(layout, fmt, round_, payload, clip_bit)[0]
+                row = np.asarray(
+                    decode_update_bit(layout, fmt, round_, payload, clip_bit)[0], np.int32
+                )
             except CodecError:
                 row = None
-        if row is None:
-            excluded.append(i)
-            row = np.zeros(prev.size, np.int32)
-        rows.append(np.asarray(row, np.int32))
+        decoded.append(row)
+    if records is not None:
+        return RoundView.from_records(rule, prev, records, decoded, int(fmt.value_bound))
+    excluded = [i for i, row in enumerate(decoded) if row is None]
+    rows = [np.zeros(prev.size, np.int32) if row is None else row for row in decoded]
     return RoundView(
-        StepRule.of(manifest.rule, dict(manifest.rule_params)),
+        rule,
         prev,
         rows,
         [int(w) for w in num_samples],

@@ -40,6 +40,7 @@ from eth_account.signers.local import LocalAccount
 
 from adapters.chain import Chain
 from adapters.contract import Phase, RegisteredUpdate, RoundInfo, TaskContract
+from adapters.records import UpdateEntry
 from adapters.round_inputs import fetch_included
 from adapters.storage import ContentStore, PeerStore, get_by_digest, has_digest
 from aggregators.behaviours import HONEST, Behaviour, RoundContext
@@ -96,6 +97,8 @@ class _RoundInputs:
     updates: list[bytes | None]
     num_samples: list[int]
     private: PrivateInputs | None = None
+    #: the round's registered records (client, digest, weight, U_i), in registration order
+    records: list[UpdateEntry] = field(default_factory=list)
 
 
 class PrivateSource(Protocol):
@@ -468,7 +471,12 @@ class AggregatorNode:
         """The round as a step replays it, or None when this round is outside the proof's
         scope (the rule's result is not the step's, e.g. a round carried forward)."""
         view = round_view(
-            self.manifest, round_, inputs.global_payload, inputs.updates, inputs.num_samples
+            self.manifest,
+            round_,
+            inputs.global_payload,
+            inputs.updates,
+            inputs.num_samples,
+            records=inputs.records,
         )
         if result.carried_forward:
             if view.included:
@@ -598,7 +606,9 @@ class AggregatorNode:
             global_payload = get_by_digest(self.store, global_digest)
             updates, payloads = fetch_included(self.task, self.store, round_, included=included)
             private = None if self.private is None else self.private.inputs(round_, updates)
-        inputs = _RoundInputs(global_payload, payloads, [u.num_samples for u in updates], private)
+        inputs = _RoundInputs(
+            global_payload, payloads, [u.num_samples for u in updates], private, list(updates)
+        )
         with self.clock.phase(round_, "aggregate"):
             result = execute_round(
                 self.manifest,
