@@ -433,7 +433,11 @@ class PrivacyRecordsContract:
                 first, acc, entries = abi_decode(["uint256", "uint256", "bytes"], log.data)
                 step = _REVEAL_ENTRY_BYTES
                 batch = [
-                    (REVEAL, int.from_bytes(entries[p : p + 4], "big"), bytes(entries[p + 4 : p + step]))
+                    (
+                        REVEAL,
+                        int.from_bytes(entries[p : p + 4], "big"),
+                        bytes(entries[p + 4 : p + step]),
+                    )
                     for p in range(0, len(entries), step)
                 ]
                 self._append(round_, first, batch, acc)

@@ -197,6 +197,49 @@ contract PrivacyRecordsUnitTest is RecordsFixture {
         assertEq(count, 2, "two records");
     }
 
+    /// @notice Client `i`'s signed 32-byte REVEAL, packed as `submitReveals` takes it,
+    ///         naming client index `named`.
+    function signedReveal(uint256 i, uint256 named, uint256 round, bytes32 payload) internal view returns (bytes memory) {
+        (bytes32 r, bytes32 vs) = vm.signCompact(clientKey(i), _recordDigest(2, round, abi.encodePacked(payload)));
+        return abi.encodePacked(uint32(named), payload, r, vs);
+    }
+
+    function test_submitReveals_likeSubmitRecordsAndGuarded() public {
+        for (uint256 i = 0; i < 3; ++i) {
+            vm.prank(client(i));
+            records.submitRecord(0, 0, abi.encodePacked(keccak256(abi.encode("key", i))));
+        }
+        reachRevealing();
+        bytes32 p0 = keccak256("reveal 0");
+        bytes32 p1 = keccak256("reveal 1");
+        // a record naming another client's index, or a client without an ENC_KEY, is refused
+        bytes memory batch = signedReveal(0, 1, 1, p0);
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.WrongRevealSigner.selector, 0, 1, client(0)));
+        records.submitReveals(1, batch);
+        batch = signedReveal(3, 3, 1, p0);
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.WrongRevealSigner.selector, 0, 3, client(3)));
+        records.submitReveals(1, batch);
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.BadRecordBatch.selector, 99));
+        records.submitReveals(1, new bytes(99));
+        vm.prank(client(2)); // a reveal through submitRecord takes the same once-bit
+        records.submitRecord(1, 2, abi.encodePacked(p1));
+        batch = signedReveal(2, 2, 1, p1);
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.DuplicateRecord.selector, 1, 2, 2));
+        records.submitReveals(1, batch);
+        batch = bytes.concat(signedReveal(0, 0, 1, p0), signedReveal(0, 0, 1, p0));
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.DuplicateRecord.selector, 1, 0, 2));
+        records.submitReveals(1, batch);
+        (uint256 acc0,) = records.recordLog(1);
+        acc0 = nextAcc(nextAcc(acc0, 2, 0, abi.encodePacked(p0)), 2, 1, abi.encodePacked(p1));
+        records.submitReveals(1, bytes.concat(signedReveal(0, 0, 1, p0), signedReveal(1, 1, 1, p1)));
+        (uint256 acc, uint256 count) = records.recordLog(1);
+        assertEq(acc, acc0, "accumulator");
+        assertEq(count, 3, "three reveals on the list");
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.DuplicateRecord.selector, 1, 1, 2));
+        vm.prank(client(1));
+        records.submitRecord(1, 2, abi.encodePacked(p1));
+    }
+
     function test_submitRecords_guards() public {
         startTask();
         vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.BadRecordBatch.selector, 0));
