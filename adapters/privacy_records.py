@@ -49,6 +49,7 @@ __all__ = [
     "PrivacyRecord",
     "PrivacyRecordsContract",
     "SignedRecord",
+    "WrongRevealSigner",
     "extend_records",
     "predicted_address",
     "record_digest",
@@ -215,6 +216,14 @@ class NotCommitteeMember(PrivacyRecordRevert):
     params = ("account",)
 
 
+class WrongRevealSigner(PrivacyRecordRevert):
+    """A ``submitReveals`` record naming a client whose stored key (from its ``ENC_KEY``
+    record) is missing or not the signer's."""
+
+    error_name = "WrongRevealSigner"
+    params = ("record", "client", "signer")
+
+
 class BadRecordSignature(PrivacyRecordRevert):
     """A relayed record whose signature is invalid or malleable (high s)."""
 
@@ -233,6 +242,7 @@ for _cls in (
     GraphSeedNotPinnable,
     NotAttestingReveals,
     NotCommitteeMember,
+    WrongRevealSigner,
 ):
     register_error_class(_cls)
 
