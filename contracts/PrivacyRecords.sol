@@ -357,8 +357,11 @@ contract PrivacyRecords is EIP712 {
             separator: _domainSeparatorV4(),
             entries: new bytes(36 * n)
         });
-        for (uint256 i = 0; i < n; ++i) {
+        for (uint256 i = 0; i < n; ) {
             _admitReveal(t, records, i);
+            unchecked {
+                ++i;
+            }
         }
         _seen[round][t.wordSlot] = t.word;
         _logs[round] = (t.acc << 32) | (first + n);
@@ -378,7 +381,7 @@ contract PrivacyRecords is EIP712 {
 
     /// @dev Admits record `i` of a `submitReveals` batch into `t`.
     function _admitReveal(RevealIntake memory t, bytes calldata records, uint256 i) private {
-        (uint256 client, bytes32 payload) = _revealAt(records, i, t.round, t.separator);
+        (uint256 client, bytes32 payload, bytes32 payloadHash) = _revealAt(records, i, t.round, t.separator);
         uint256 slot = (uint256(REVEAL) << 248) | (client >> 8);
         if (slot != t.wordSlot) {
             if (t.wordSlot != type(uint256).max) _seen[t.round][t.wordSlot] = t.word;
@@ -389,7 +392,16 @@ contract PrivacyRecords is EIP712 {
         // INVARIANT: at most one record per (client, kind, round).
         if (t.word & bit != 0) revert DuplicateRecord(t.round, client, REVEAL);
         t.word |= bit;
-        t.acc = _extend(t.acc, REVEAL, client, keccak256(abi.encodePacked(payload)));
+        uint256 acc = t.acc;
+        assembly ("memory-safe") {
+            let m := mload(0x40) // scratch, as in _extend: keccak256(abi.encode(acc, 2, client, payloadHash))
+            mstore(m, acc)
+            mstore(add(m, 32), 2) // REVEAL
+            mstore(add(m, 64), client)
+            mstore(add(m, 96), payloadHash)
+            acc := shr(32, keccak256(m, 128))
+        }
+        t.acc = acc;
         bytes memory entries = t.entries;
         assembly ("memory-safe") {
             let e := add(add(entries, 32), mul(i, 36))
@@ -403,7 +415,7 @@ contract PrivacyRecords is EIP712 {
     function _revealAt(bytes calldata records, uint256 i, uint256 round, bytes32 separator)
         private
         view
-        returns (uint256 client, bytes32 payload)
+        returns (uint256 client, bytes32 payload, bytes32 payloadHash)
     {
         bytes32 r;
         bytes32 vs;
@@ -414,7 +426,18 @@ contract PrivacyRecords is EIP712 {
             r := calldataload(add(p, 36))
             vs := calldataload(add(p, 68))
         }
-        bytes32 structHash = keccak256(abi.encode(RECORD_TYPEHASH, REVEAL, round, keccak256(abi.encodePacked(payload))));
+        bytes32 typeHash = RECORD_TYPEHASH;
+        bytes32 structHash;
+        assembly ("memory-safe") {
+            mstore(0, payload)
+            payloadHash := keccak256(0, 32)
+            let m := mload(0x40) // scratch above the free memory pointer, not allocated
+            mstore(m, typeHash)
+            mstore(add(m, 32), 2) // REVEAL
+            mstore(add(m, 64), round)
+            mstore(add(m, 96), payloadHash)
+            structHash := keccak256(m, 128)
+        }
         (address signer, bool malleable) =
             ClientRecords.recoverCompact(ClientRecords.typedDataDigest(separator, structHash), r, vs);
         // INVARIANT: every relayed record carries its signer's valid low-s signature.
