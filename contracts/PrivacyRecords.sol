@@ -355,7 +355,7 @@ contract PrivacyRecords is EIP712 {
             wordSlot: type(uint256).max,
             word: 0,
             separator: _domainSeparatorV4(),
-            entries: new bytes(36 * n)
+            entries: new bytes((records.length * 36) / REVEAL_RECORD_BYTES) // 36 bytes per record
         });
         for (uint256 i = 0; i < n; ) {
             _admitReveal(t, records, i);
