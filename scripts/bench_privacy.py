@@ -311,7 +311,7 @@ def end_to_end(clients: int, rounds: int, out: str) -> None:
         )
 
 
-def reveal_record_gas(per_way: int = 100) -> None:
+def reveal_record_gas(per_way: int = 200) -> None:
     """Exact gas of one SecAgg+ reveal record (a signed 32-byte digest) on the embedded chain,
     three ways over ``per_way`` revealers each: ``submitRecords`` in batches of 25 (before
     issue 21's gas work) and of 100, and ``submitReveals`` in batches of 100 (now); each
@@ -320,7 +320,7 @@ def reveal_record_gas(per_way: int = 100) -> None:
     address key."""
     from adapters.chain import Chain
     from adapters.contract import TaskConfig, TaskContract
-    from adapters.privacy_records import ENC_KEY, REVEAL, PrivacyRecordsContract
+    from adapters.privacy_records import ENC_KEY, REVEAL, PrivacyRecordsContract, SignedRecord
 
     k = 3 * per_way
     chain = Chain.embedded(num_accounts=1 + 4 + k)
@@ -352,7 +352,7 @@ def reveal_record_gas(per_way: int = 100) -> None:
     for i, c in enumerate(clients):
         task.submit_update(c, 1, (i + 1).to_bytes(32, "big"), 10)
 
-    def signed(i: int) -> object:
+    def signed(i: int) -> SignedRecord:
         return records.sign(clients[i], 1, REVEAL, secrets.token_bytes(32))
 
     before = sum(
@@ -365,7 +365,7 @@ def reveal_record_gas(per_way: int = 100) -> None:
         ]
     )
     digests = [(i, signed(i)) for i in range(2 * per_way, k)]
-    after = int(records.submit_reveals(owner, 1, digests)["gasUsed"])  # type: ignore[arg-type]
+    after = int(records.submit_reveals(owner, 1, digests)["gasUsed"])
     assert records.record_log(1)[1] == k and len(records.records(1)) == k
     print(f"\n# SecAgg+ reveal record gas (embedded chain, {per_way} revealers each way)")
     print(f"ENC_KEY record (set-up, batches of 25): {enc_gas / k:,.0f} per record")
