@@ -314,7 +314,8 @@ def end_to_end(clients: int, rounds: int, out: str) -> None:
 def reveal_record_gas(per_way: int = 200) -> None:
     """Exact gas of one SecAgg+ reveal record (a signed 32-byte digest) on the embedded chain,
     three ways over ``per_way`` revealers each: ``submitRecords`` in batches of 25 (before
-    issue 21's gas work) and of 100, and ``submitReveals`` in batches of 100 (now); each
+    issue 21's gas work) and of ``per_way``, and ``submitReveals`` in one batch of ``per_way``
+    (now); each
     figure is a transaction's whole gas (base, calldata, execution) per record. Also the
     ``ENC_KEY`` record's gas (set-up, once per task), which now also stores the client's
     address key."""
