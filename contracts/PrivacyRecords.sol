@@ -96,6 +96,15 @@ contract PrivacyRecords is EIP712 {
     mapping(uint256 round => mapping(uint256 slot => uint256 bits)) private _seen;
     /// @dev round => the public randomness its mask graph is derived from (0: not pinned).
     mapping(uint256 round => bytes32) private _graphSeeds;
+    /// @dev client index / 2 => the low 128 bits of the addresses of clients 2w (low half)
+    ///      and 2w + 1 (high half), written when a client's first `ENC_KEY` record is admitted
+    ///      (its registration checked by the task then): `submitReveals` checks a reveal's
+    ///      signer against it instead of asking the task once per record.
+    mapping(uint256 pair => uint256) private _clientKeys;
+
+    /// @dev Bytes of one record in a `submitReveals` batch: client index (4, big-endian) ||
+    ///      payload digest (32) || r (32) || vs (32).
+    uint256 private constant REVEAL_RECORD_BYTES = 100;
 
     /// @notice A record for a round that is not the task's current one (or after completion).
     error RecordRoundNotOpen(uint256 round, uint256 currentRound);
@@ -127,6 +136,16 @@ contract PrivacyRecords is EIP712 {
     /// @notice Committee member `member` holds the reveal payloads of `round`'s records set in
     ///         `bitmap` (bit i of word i / 256: record i of the round's list).
     event RevealsAttested(uint256 indexed round, uint256 indexed member, uint256[] bitmap);
+
+    /// @notice Records `firstIndex`.. of `round` were registered by `submitReveals`: each a
+    ///         `REVEAL` record with a 32-byte payload, `entries` packing client index (4,
+    ///         big-endian) || payload (32) per record, in order; `accumulator` is the round's
+    ///         accumulator after the last (each record extends it as in `RecordRegistered`).
+    event RevealsRegistered(uint256 indexed round, uint256 firstIndex, uint256 accumulator, bytes entries);
+
+    /// @notice Record `record` of a `submitReveals` batch names client `client`, which has no
+    ///         registered encryption key or whose key address is not the signer's.
+    error WrongRevealSigner(uint256 record, uint256 client, address signer);
 
     /// @notice `round`'s mask-graph randomness was pinned at block `blockNumber`.
     event GraphSeedPinned(uint256 indexed round, uint256 blockNumber, bytes32 seed);
@@ -296,10 +315,143 @@ contract PrivacyRecords is EIP712 {
         // INVARIANT: records come from the task's registered clients.
         if (!registered) revert NotTaskClient(i, signer);
         _markOnce(round, client, kind);
+        if (kind == 0) _storeClientKey(client, signer);
         uint256 log = _logs[round];
         uint256 count = log & type(uint32).max;
-        uint256 acc = uint256(keccak256(abi.encode(log >> 32, kind, client, keccak256(payload)))) >> 32;
+        uint256 acc = _extend(log >> 32, kind, client, keccak256(payload));
         _logs[round] = (acc << 32) | (count + 1);
         emit RecordRegistered(round, client, kind, count, acc, payload);
+    }
+
+    /// @dev Keeps `client`'s address key (once: its first `ENC_KEY` record).
+    function _storeClientKey(uint256 client, address signer) private {
+        uint256 shift = 128 * (client % 2);
+        uint256 pair = _clientKeys[client / 2];
+        if ((pair >> shift) & type(uint128).max == 0) {
+            _clientKeys[client / 2] = pair | ((uint256(uint160(signer)) & type(uint128).max) << shift);
+        }
+    }
+
+    /// @notice Registers a batch of signed 32-byte `REVEAL` records (SecAgg+ reveal digests)
+    ///         for `round`, in order (anyone may relay; a bad record reverts the batch). The
+    ///         same records as `submitRecords` (same signed `Record`, same one-per-client
+    ///         rule, same accumulator and list positions), registered like updates: the record
+    ///         names its client index, checked against the address key kept from the client's
+    ///         `ENC_KEY` record, the once-bits are read and written once per word, and one
+    ///         `RevealsRegistered` event carries the batch.
+    /// @param records Packed records: client index (4, big-endian) || payload (32) || r || vs.
+    function submitReveals(uint256 round, bytes calldata records) external {
+        uint256 n = records.length / REVEAL_RECORD_BYTES;
+        // INVARIANT: a batch is a positive whole number of records.
+        if (n == 0 || records.length % REVEAL_RECORD_BYTES != 0) revert BadRecordBatch(records.length);
+        _checkRound(round, REVEAL);
+        uint256 log = _logs[round];
+        uint256 first = log & type(uint32).max;
+        // INVARIANT: a round's list stays below 2**32 records.
+        if (first + n > type(uint32).max) revert BadRecordBatch(records.length);
+        RevealIntake memory t = RevealIntake({
+            round: round,
+            acc: log >> 32,
+            wordSlot: type(uint256).max,
+            word: 0,
+            separator: _domainSeparatorV4(),
+            entries: new bytes((records.length * 36) / REVEAL_RECORD_BYTES) // 36 bytes per record
+        });
+        for (uint256 i = 0; i < n; ) {
+            _admitReveal(t, records, i);
+            unchecked {
+                ++i;
+            }
+        }
+        _seen[round][t.wordSlot] = t.word;
+        _logs[round] = (t.acc << 32) | (first + n);
+        emit RevealsRegistered(round, first, t.acc, t.entries);
+    }
+
+    /// @dev What a `submitReveals` batch has read so far, in memory so that each once-bit
+    ///      word is read and written once per batch.
+    struct RevealIntake {
+        uint256 round;
+        uint256 acc;
+        uint256 wordSlot; // the `_seen` slot held in `word` (type(uint256).max: none yet)
+        uint256 word;
+        bytes32 separator;
+        bytes entries;
+    }
+
+    /// @dev Admits record `i` of a `submitReveals` batch into `t`.
+    function _admitReveal(RevealIntake memory t, bytes calldata records, uint256 i) private {
+        (uint256 client, bytes32 payload, bytes32 payloadHash) = _revealAt(records, i, t.round, t.separator);
+        uint256 slot = (uint256(REVEAL) << 248) | (client >> 8);
+        if (slot != t.wordSlot) {
+            if (t.wordSlot != type(uint256).max) _seen[t.round][t.wordSlot] = t.word;
+            t.wordSlot = slot;
+            t.word = _seen[t.round][slot];
+        }
+        uint256 bit = uint256(1) << (client & 255);
+        // INVARIANT: at most one record per (client, kind, round).
+        if (t.word & bit != 0) revert DuplicateRecord(t.round, client, REVEAL);
+        t.word |= bit;
+        uint256 acc = t.acc;
+        assembly ("memory-safe") {
+            let m := mload(0x40) // scratch, as in _extend: keccak256(abi.encode(acc, 2, client, payloadHash))
+            mstore(m, acc)
+            mstore(add(m, 32), 2) // REVEAL
+            mstore(add(m, 64), client)
+            mstore(add(m, 96), payloadHash)
+            acc := shr(32, keccak256(m, 128))
+        }
+        t.acc = acc;
+        bytes memory entries = t.entries;
+        assembly ("memory-safe") {
+            let e := add(add(entries, 32), mul(i, 36))
+            mstore(e, shl(224, client))
+            mstore(add(e, 4), payload)
+        }
+    }
+
+    /// @dev Record `i` of a `submitReveals` batch (client `client`'s `REVEAL` of `payload`);
+    ///      reverts unless it carries the valid low-s signature of the client's address.
+    function _revealAt(bytes calldata records, uint256 i, uint256 round, bytes32 separator)
+        private
+        view
+        returns (uint256 client, bytes32 payload, bytes32 payloadHash)
+    {
+        bytes32 r;
+        bytes32 vs;
+        assembly ("memory-safe") {
+            let p := add(records.offset, mul(i, 100))
+            client := shr(224, calldataload(p))
+            payload := calldataload(add(p, 4))
+            r := calldataload(add(p, 36))
+            vs := calldataload(add(p, 68))
+        }
+        bytes32 typeHash = RECORD_TYPEHASH;
+        bytes32 structHash;
+        assembly ("memory-safe") {
+            mstore(0, payload)
+            payloadHash := keccak256(0, 32)
+            let m := mload(0x40) // scratch above the free memory pointer, not allocated
+            mstore(m, typeHash)
+            mstore(add(m, 32), 2) // REVEAL
+            mstore(add(m, 64), round)
+            mstore(add(m, 96), payloadHash)
+            structHash := keccak256(m, 128)
+        }
+        (address signer, bool malleable) =
+            ClientRecords.recoverCompact(ClientRecords.typedDataDigest(separator, structHash), r, vs);
+        // INVARIANT: every relayed record carries its signer's valid low-s signature.
+        if (signer == address(0) || malleable) revert BadRecordSignature(i);
+        uint256 key = (_clientKeys[client / 2] >> (128 * (client % 2))) & type(uint128).max;
+        // INVARIANT: a reveal counts only if signed by the registered client it names (whose
+        // key its ENC_KEY record stored; a client without one has nothing to reveal).
+        if (key == 0 || key != (uint256(uint160(signer)) & type(uint128).max)) {
+            revert WrongRevealSigner(i, client, signer);
+        }
+    }
+
+    /// @dev The accumulator after one more record (high 224 bits of the chained hash).
+    function _extend(uint256 acc, uint8 kind, uint256 client, bytes32 payloadHash) private pure returns (uint256) {
+        return uint256(keccak256(abi.encode(acc, kind, client, payloadHash))) >> 32;
     }
 }

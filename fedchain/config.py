@@ -32,6 +32,8 @@ WEI_PER_ETH = 10**18
 #: Signed privacy records per ``submitRecords`` transaction the in-process driver relays
 #: (a reveal of K clients is 36·K bytes).
 RECORD_BATCH = 25
+#: SecAgg+ reveal digests per ``submitReveals`` batch (100 bytes of calldata each; ~1.7 M gas).
+REVEAL_BATCH = 200
 
 #: The smallest committee PBFT can run with: n >= 3f + 1 with f >= 1 (docs/pbft.md). With
 #: n = 2 or 3 the n - f quorum is n (the accused must sign its own conviction, one member

@@ -311,6 +311,74 @@ def end_to_end(clients: int, rounds: int, out: str) -> None:
         )
 
 
+def reveal_record_gas(per_way: int = 200) -> None:
+    """Exact gas of one SecAgg+ reveal record (a signed 32-byte digest) on the embedded chain,
+    three ways over ``per_way`` revealers each: ``submitRecords`` in batches of 25 (before
+    issue 21's gas work) and of ``per_way``, and ``submitReveals`` in one batch of ``per_way``
+    (now); each
+    figure is a transaction's whole gas (base, calldata, execution) per record. Also the
+    ``ENC_KEY`` record's gas (set-up, once per task), which now also stores the client's
+    address key."""
+    from adapters.chain import Chain
+    from adapters.contract import TaskConfig, TaskContract
+    from adapters.privacy_records import ENC_KEY, REVEAL, PrivacyRecordsContract, SignedRecord
+
+    k = 3 * per_way
+    chain = Chain.embedded(num_accounts=1 + 4 + k)
+    owner, aggs, clients = chain.accounts[0], chain.accounts[1:5], chain.accounts[5:]
+    cfg = TaskConfig(
+        initial_model_digest=b"\x11" * 32,
+        num_rounds=2,
+        min_updates=k,
+        max_updates=k,
+        collect_window=5,
+        submit_timeout=50,
+        challenge_window=2,
+        aggregator_stake=10**18,
+        aggregate_bond=10**17,
+        challenge_bond=10**17,
+        timeout_penalty=10**17,
+    )
+    task = TaskContract.deploy(chain, owner, cfg)
+    for a in aggs:
+        task.register_aggregator(a)
+    for c in clients:
+        task.register_client(c)
+    records = PrivacyRecordsContract.deploy(chain, owner, task.address, 40)
+    enc_gas = 0
+    for start in range(0, k, 25):
+        keys = [records.sign(c, 0, ENC_KEY, os.urandom(32)) for c in clients[start : start + 25]]
+        enc_gas += int(records.submit_records(owner, 0, keys)["gasUsed"])
+    task.start(owner)
+    for i, c in enumerate(clients):
+        task.submit_update(c, 1, (i + 1).to_bytes(32, "big"), 10)
+
+    def signed(i: int) -> SignedRecord:
+        return records.sign(clients[i], 1, REVEAL, secrets.token_bytes(32))
+
+    before = sum(
+        int(records.submit_records(owner, 1, [signed(i) for i in range(s, s + 25)])["gasUsed"])
+        for s in range(0, per_way, 25)
+    )
+    batch100 = int(
+        records.submit_records(owner, 1, [signed(i) for i in range(per_way, 2 * per_way)])[
+            "gasUsed"
+        ]
+    )
+    digests = [(i, signed(i)) for i in range(2 * per_way, k)]
+    after = int(records.submit_reveals(owner, 1, digests)["gasUsed"])
+    assert records.record_log(1)[1] == k and len(records.records(1)) == k
+    print(f"\n# SecAgg+ reveal record gas (embedded chain, {per_way} revealers each way)")
+    print(f"ENC_KEY record (set-up, batches of 25): {enc_gas / k:,.0f} per record")
+    rows = [
+        ("submitRecords, batches of 25 (before)", before),
+        (f"submitRecords, batch of {per_way}", batch100),
+        (f"submitReveals, batch of {per_way} (now)", after),
+    ]
+    for name, total in rows:
+        print(f"REVEAL digest, {name}: {total / per_way:,.0f} per record")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="d = 1e4 only")
@@ -328,7 +396,13 @@ def main() -> None:
     parser.add_argument(
         "--threshold-bits", type=int, default=2048, help="modulus of the threshold key"
     )
+    parser.add_argument(
+        "--reveal-gas", action="store_true", help="only the SecAgg+ reveal record gas"
+    )
     args = parser.parse_args()
+    if args.reveal_gas:
+        reveal_record_gas()
+        return
     if args.e2e_only:
         end_to_end(args.e2e_clients, args.e2e_rounds, args.out)
         return

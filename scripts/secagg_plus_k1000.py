@@ -127,7 +127,7 @@ def main() -> None:
     for name in sorted(gas):
         if name.startswith(ROUND_OPS):
             print(f"  {name}: {gas[name]:,}")
-    print(f"  submitRecords[REVEAL]: {reveal_gas:,} ({revealers} digests, ", end="")
+    print(f"  reveal digests (submitReveals): {reveal_gas:,} ({revealers} digests, ", end="")
     print(f"{reveal_gas / max(1, revealers):,.0f} per revealer)")
     print(f"aggregate digest, aggregator A re-execution: {digest_a.hex()}")
     print(f"aggregate digest, aggregator B re-execution: {digest_b.hex()}")

@@ -18,10 +18,12 @@ from adapters.privacy_records import (
     BadRecord,
     BadRecordBatch,
     BadRecordSignature,
+    DuplicateRecord,
     NotRevealing,
     NotTaskClient,
     PrivacyRecordsContract,
     RecordRoundNotOpen,
+    WrongRevealSigner,
     extend_records,
     predicted_address,
     record_digest,
@@ -111,6 +113,45 @@ def test_reveals_are_accepted_only_inside_the_reveal_window(task_factory: Any) -
         records.submit_record(s.clients[1], 1, REVEAL, b"late")
     assert records.first_payloads(1, REVEAL) == {3: b"shares", 2: b"own shares"}
     assert s.task.phase(1) == Phase.AGGREGATING  # the aggregator computes now
+
+
+def test_reveal_digests_relayed_by_submit_reveals_join_the_same_list(task_factory: Any) -> None:
+    s, records = setup(task_factory, start=False)
+    keys = [records.sign(c, 0, ENC_KEY, bytes([i]) * 32) for i, c in enumerate(s.clients[:3])]
+    records.submit_records(s.owner, 0, keys)
+    s.task.start(s.owner)
+    for i, client in enumerate(s.clients):
+        s.task.submit_update(client, 1, dg(i), 10)
+    assert records.revealing(1)
+    sign = records.sign
+    relayed = [sign(s.clients[2], 1, REVEAL, dg("r2")), sign(s.clients[3], 1, REVEAL, b"shares")]
+    records.submit_records(s.owner, 1, relayed)  # the window has room for two transactions
+    with pytest.raises(WrongRevealSigner):  # a relayer naming another client's index
+        records.submit_reveals(s.owner, 1, [(1, sign(s.clients[0], 1, REVEAL, dg("r0")))])
+    with pytest.raises(WrongRevealSigner):  # client 3 registered no encryption key
+        records.submit_reveals(s.owner, 1, [(3, sign(s.clients[3], 1, REVEAL, dg("r3")))])
+    with pytest.raises(WrongRevealSigner):  # nor a non-client
+        records.submit_reveals(s.owner, 1, [(3, sign(s.spare[0], 1, REVEAL, dg("r3")))])
+    forged = replace(sign(s.clients[0], 1, REVEAL, dg("r0")), payload=dg("other"))
+    with pytest.raises(WrongRevealSigner):  # an altered digest recovers another signer
+        records.submit_reveals(s.owner, 1, [(0, forged)])
+    with pytest.raises(DuplicateRecord):  # one reveal per client and round, either way
+        records.submit_reveals(s.owner, 1, [(2, sign(s.clients[2], 1, REVEAL, dg("again")))])
+    with pytest.raises(ConfigError):
+        records.submit_reveals(s.owner, 1, [(0, sign(s.clients[0], 1, REVEAL, b"not 32"))])
+    batch = [(i, sign(s.clients[i], 1, REVEAL, dg(f"r{i}"))) for i in (1, 0)]
+    records.submit_reveals(s.owner, 1, batch)
+    acc = 0
+    for client, payload in [(2, dg("r2")), (3, b"shares"), (1, dg("r1")), (0, dg("r0"))]:
+        acc = extend_records(acc, REVEAL, client, payload)
+    assert records.record_log(1) == (acc, 4)
+    fresh = PrivacyRecordsContract(s.chain, records.address)  # rebuilt from both events
+    assert [(r.index, r.client, r.payload) for r in fresh.records(1)] == [
+        (0, 2, dg("r2")),
+        (1, 3, b"shares"),
+        (2, 1, dg("r1")),
+        (3, 0, dg("r0")),
+    ]
 
 
 def test_records_of_another_task_are_refused(task_factory: Any) -> None:

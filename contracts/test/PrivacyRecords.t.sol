@@ -197,6 +197,49 @@ contract PrivacyRecordsUnitTest is RecordsFixture {
         assertEq(count, 2, "two records");
     }
 
+    /// @notice Client `i`'s signed 32-byte REVEAL, packed as `submitReveals` takes it,
+    ///         naming client index `named`.
+    function signedReveal(uint256 i, uint256 named, uint256 round, bytes32 payload) internal view returns (bytes memory) {
+        (bytes32 r, bytes32 vs) = vm.signCompact(clientKey(i), _recordDigest(2, round, abi.encodePacked(payload)));
+        return abi.encodePacked(uint32(named), payload, r, vs);
+    }
+
+    function test_submitReveals_likeSubmitRecordsAndGuarded() public {
+        for (uint256 i = 0; i < 3; ++i) {
+            vm.prank(client(i));
+            records.submitRecord(0, 0, abi.encodePacked(keccak256(abi.encode("key", i))));
+        }
+        reachRevealing();
+        bytes32 p0 = keccak256("reveal 0");
+        bytes32 p1 = keccak256("reveal 1");
+        // a record naming another client's index, or a client without an ENC_KEY, is refused
+        bytes memory batch = signedReveal(0, 1, 1, p0);
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.WrongRevealSigner.selector, 0, 1, client(0)));
+        records.submitReveals(1, batch);
+        batch = signedReveal(3, 3, 1, p0);
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.WrongRevealSigner.selector, 0, 3, client(3)));
+        records.submitReveals(1, batch);
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.BadRecordBatch.selector, 99));
+        records.submitReveals(1, new bytes(99));
+        vm.prank(client(2)); // a reveal through submitRecord takes the same once-bit
+        records.submitRecord(1, 2, abi.encodePacked(p1));
+        batch = signedReveal(2, 2, 1, p1);
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.DuplicateRecord.selector, 1, 2, 2));
+        records.submitReveals(1, batch);
+        batch = bytes.concat(signedReveal(0, 0, 1, p0), signedReveal(0, 0, 1, p0));
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.DuplicateRecord.selector, 1, 0, 2));
+        records.submitReveals(1, batch);
+        (uint256 acc0,) = records.recordLog(1);
+        acc0 = nextAcc(nextAcc(acc0, 2, 0, abi.encodePacked(p0)), 2, 1, abi.encodePacked(p1));
+        records.submitReveals(1, bytes.concat(signedReveal(0, 0, 1, p0), signedReveal(1, 1, 1, p1)));
+        (uint256 acc, uint256 count) = records.recordLog(1);
+        assertEq(acc, acc0, "accumulator");
+        assertEq(count, 3, "three reveals on the list");
+        vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.DuplicateRecord.selector, 1, 1, 2));
+        vm.prank(client(1));
+        records.submitRecord(1, 2, abi.encodePacked(p1));
+    }
+
     function test_submitRecords_guards() public {
         startTask();
         vm.expectRevert(abi.encodeWithSelector(PrivacyRecords.BadRecordBatch.selector, 0));
@@ -283,9 +326,17 @@ contract RecordsHandler is RecordsFixture {
     uint256 public revealsOutsideWindow;
     uint256 public wrongRoundAccepted;
     uint256 public accepted;
+    uint256 public revealsWithoutKey;
+    mapping(uint256 client => bool) internal _hasKey; // an ENC_KEY record of it was accepted
 
     constructor() {
         setUpRecords();
+        for (uint256 c = 0; c < 3; ++c) {
+            bytes memory key = abi.encodePacked(keccak256(abi.encode("key", c)));
+            vm.prank(client(c));
+            records.submitRecord(0, 0, key); // client 3 has no ENC_KEY (until it sends one)
+            _accept(0, 0, c, key);
+        }
         startTask();
     }
 
@@ -298,6 +349,7 @@ contract RecordsHandler is RecordsFixture {
     function _accept(uint256 round, uint8 kind, uint256 c, bytes memory payload) private {
         if (kind == 2 && !_windowOpen(round)) revealsOutsideWindow += 1;
         if (round != task.currentRound() || task.taskCompleted()) wrongRoundAccepted += 1;
+        if (kind == 0) _hasKey[c] = true;
         expectedAcc[round] = nextAcc(expectedAcc[round], kind, c, payload);
         expectedCount[round] += 1;
         accepted += 1;
@@ -324,6 +376,24 @@ contract RecordsHandler is RecordsFixture {
         try records.submitRecords(round, batch) {
             for (uint256 j = 0; j < k; ++j) {
                 _accept(round, kind, (who + j) % 4, payload);
+            }
+        } catch {}
+    }
+
+    function relayReveals(uint8 who, bytes32 payload, uint8 n, bool wrongRound) external {
+        uint256 round = task.currentRound() + (wrongRound ? 1 : 0);
+        uint256 k = 1 + n % 3;
+        bytes memory batch;
+        for (uint256 j = 0; j < k; ++j) {
+            uint256 c = (who + j) % 4;
+            bytes32 d = records.recordDigest(2, round, abi.encodePacked(payload));
+            (bytes32 r, bytes32 vs) = vm.signCompact(clientKey(c), d);
+            batch = bytes.concat(batch, abi.encodePacked(uint32(c), payload, r, vs));
+        }
+        try records.submitReveals(round, batch) {
+            for (uint256 j = 0; j < k; ++j) {
+                if (!_hasKey[(who + j) % 4]) revealsWithoutKey += 1;
+                _accept(round, 2, (who + j) % 4, abi.encodePacked(payload));
             }
         } catch {}
     }
@@ -370,7 +440,8 @@ contract PrivacyRecordsInvariantTest is RecordsFixture {
         handler = new RecordsHandler();
         records = PrivacyRecords(handler.recordsAddress());
         task = FedChainTask(handler.taskAddress());
-        bytes4[] memory selectors = new bytes4[](6);
+        bytes4[] memory selectors = new bytes4[](7);
+        selectors[6] = RecordsHandler.relayReveals.selector;
         selectors[0] = RecordsHandler.send.selector;
         selectors[1] = RecordsHandler.relay.selector;
         selectors[2] = RecordsHandler.roll.selector;
@@ -395,5 +466,6 @@ contract PrivacyRecordsInvariantTest is RecordsFixture {
     function invariant_revealsOnlyInsideTheirWindow() public view {
         assertEq(handler.revealsOutsideWindow(), 0, "reveal outside its window");
         assertEq(handler.wrongRoundAccepted(), 0, "record for a round that is not open");
+        assertEq(handler.revealsWithoutKey(), 0, "submitReveals from a client without ENC_KEY");
     }
 }

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from eth_account.signers.local import LocalAccount
 
 from adapters.contract import Phase, TaskContract
-from adapters.privacy_records import KINDS, SignedRecord
+from adapters.privacy_records import KINDS, REVEAL, SignedRecord
 from clients.node import ClientNode
-from fedchain.config import RECORD_BATCH
+from fedchain.config import RECORD_BATCH, REVEAL_BATCH
 from fedchain.private_view import SecAggClient, SecAggView
 from fedchain.sim.driver.events import EventLog
 from protocol.errors import ContractRevert, FedchainError
@@ -83,15 +83,26 @@ class PrivateDriver:
                     signed.append(
                         (node, self.view.records.sign(node.account, round_, kind, payload))
                     )
-            for start in range(0, len(signed), self.batch):
-                self._relay(round_, signed[start : start + self.batch])
+            # 32-byte reveals (SecAgg+ digests) go through submitReveals, in larger batches
+            digests = [(n, r) for n, r in signed if r.kind == REVEAL and len(r.payload) == 32]
+            others = [(n, r) for n, r in signed if not (r.kind == REVEAL and len(r.payload) == 32)]
+            for start in range(0, len(others), self.batch):
+                self._relay(round_, others[start : start + self.batch])
+            for start in range(0, len(digests), REVEAL_BATCH):
+                self._relay(round_, digests[start : start + REVEAL_BATCH], digests=True)
         return bool(signed)
 
-    def _relay(self, round_: int, chunk: list[tuple[ClientNode, SignedRecord]]) -> None:
+    def _relay(
+        self, round_: int, chunk: list[tuple[ClientNode, SignedRecord]], digests: bool = False
+    ) -> None:
         records = [rec for _, rec in chunk]
         kinds = sorted({KINDS[rec.kind] for rec in records})
         try:
-            receipt = self.view.records.submit_records(self.relayer, round_, records)
+            if digests:
+                indexed = [(node.client_index(), rec) for node, rec in chunk]
+                receipt = self.view.records.submit_reveals(self.relayer, round_, indexed)
+            else:
+                receipt = self.view.records.submit_records(self.relayer, round_, records)
         except ContractRevert as exc:
             # e.g. the round moved on under us: the chain says what is left, next block
             self.events.emit("records_refused", round=round_, kinds=kinds, error=exc.error_name)
