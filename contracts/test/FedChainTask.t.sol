@@ -759,7 +759,7 @@ contract FedChainTaskUnitTest is TaskFixture {
         assertEq(task.currentRound(), 1, "current round stays at the stopping round");
         vm.prank(client(0));
         vm.expectRevert(FedChainTaskStorage.TaskAlreadyCompleted.selector);
-        task.submitUpdate(2, bytes32(uint256(1)), 1);
+        task.submitUpdate(2, bytes32(uint256(1)), 1, rootOf(bytes32(uint256(1))));
         vm.expectEmit(true, false, false, true, address(task));
         emit FedChainTaskStorage.StakeReleased(agg(3), STAKE);
         vm.prank(agg(3));

@@ -340,12 +340,12 @@ contract FedChainTaskExitsTest is TaskFixture {
         uint256 slots = blocksOpen >= m ? 4 : (4 * blocksOpen + m - 1) / m;
         for (uint256 i = 0; i < slots; ++i) {
             vm.prank(client(i));
-            task.submitUpdate(1, updateDigest(1, i), 10);
+            task.submitUpdate(1, updateDigest(1, i), 10, rootOf(updateDigest(1, i)));
         }
         if (slots < 4) {
             vm.prank(client(slots));
             vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.SlotsNotOpen.selector, 1, slots));
-            task.submitUpdate(1, updateDigest(1, slots), 10);
+            task.submitUpdate(1, updateDigest(1, slots), 10, rootOf(updateDigest(1, slots)));
         } else {
             assertTrue(task.getRound(1).collectionClosed, "maxUpdates closes once every slot is open");
         }
