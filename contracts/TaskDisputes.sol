@@ -309,19 +309,8 @@ contract TaskDisputes is FedChainTaskStorage {
         if (count < quorum) revert QuorumNotReached(count, quorum);
         address previous = address(0);
         for (uint256 i = 0; i < count; ++i) {
-            // The third return value (the error's argument) adds nothing to `err`.
-            // slither-disable-next-line unused-return
-            (address signer, ECDSA.RecoverError err,) = ECDSA.tryRecoverCalldata(digest, signatures[i]);
-            // INVARIANT: only well-formed, non-malleable signatures count.
-            if (err != ECDSA.RecoverError.NoError) revert InvalidSignature(i, uint8(err));
+            address signer = _certificateSigner(digest, signatures, i, previous);
             AggregatorState storage info = _aggregatorState[signer];
-            // INVARIANT: only committee members are slashed.
-            if (!info.registered) revert SignerNotMember(i, signer);
-            // INVARIANT: signers are strictly increasing, so each member counts once.
-            if (signer <= previous) {
-                if (signer == previous) revert DuplicateSigner(i, signer);
-                revert SignersNotSorted(i, previous, signer);
-            }
             previous = signer;
             // INVARIANT: a member is slashed at most once.
             if (!info.slashed) {
@@ -402,25 +391,38 @@ contract TaskDisputes is FedChainTaskStorage {
         address previous = address(0);
         uint256 valid = 0;
         for (uint256 i = 0; i < count; ++i) {
-            // The third return value (the error's argument) adds nothing to `err`.
-            // slither-disable-next-line unused-return
-            (address signer, ECDSA.RecoverError err,) = ECDSA.tryRecoverCalldata(digest, signatures[i]);
-            // INVARIANT: only well-formed, non-malleable signatures count.
-            if (err != ECDSA.RecoverError.NoError) revert InvalidSignature(i, uint8(err));
+            address signer = _certificateSigner(digest, signatures, i, previous);
             AggregatorState storage info = _aggregatorState[signer];
-            // INVARIANT: only committee members vote (a signature over other data recovers a
-            // stranger).
-            if (!info.registered) revert SignerNotMember(i, signer);
-            // INVARIANT: signers are strictly increasing, so each member counts once.
-            if (signer <= previous) {
-                if (signer == previous) revert DuplicateSigner(i, signer);
-                revert SignersNotSorted(i, previous, signer);
-            }
             previous = signer;
             // INVARIANT: a slashed member's vote no longer counts, but it does not void the
             // others' (a signer slashed after signing cannot sink a quorum).
             if (!info.slashed) ++valid;
         }
         if (valid < quorum) revert QuorumNotReached(valid, quorum);
+    }
+
+    /// @dev The signer of certificate entry `i` over `digest`: a well-formed, non-malleable
+    ///      signature of a committee member whose address is above `previous` (the entry
+    ///      before it), so each member counts once. Shared by `_verifyCertificate` and
+    ///      `_slashSigners`, which read the same certificates.
+    function _certificateSigner(bytes32 digest, bytes[] calldata signatures, uint256 i, address previous)
+        private
+        view
+        returns (address signer)
+    {
+        ECDSA.RecoverError err;
+        // The third return value (the error's argument) adds nothing to `err`.
+        // slither-disable-next-line unused-return
+        (signer, err,) = ECDSA.tryRecoverCalldata(digest, signatures[i]);
+        // INVARIANT: only well-formed, non-malleable signatures count.
+        if (err != ECDSA.RecoverError.NoError) revert InvalidSignature(i, uint8(err));
+        // INVARIANT: only committee members sign (a signature over other data recovers a
+        // stranger).
+        if (!_aggregatorState[signer].registered) revert SignerNotMember(i, signer);
+        // INVARIANT: signers are strictly increasing, so each member counts once.
+        if (signer <= previous) {
+            if (signer == previous) revert DuplicateSigner(i, signer);
+            revert SignersNotSorted(i, previous, signer);
+        }
     }
 }
