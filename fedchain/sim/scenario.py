@@ -195,7 +195,8 @@ class Scenario:
                 }
                 for i, c in sorted(self.clients.items())
             },
-            "pbft": asdict(self.pbft),
+            # lists, not tuples: summary.json reads back equal to what was written
+            "pbft": {**asdict(self.pbft), "restart": [asdict(r) for r in self.pbft.restart]},
             "byzantine_aggregators": self.byzantine_aggregators,
         }
 
