@@ -62,18 +62,15 @@ def round_view(
     round_: int,
     global_payload: bytes,
     payloads: Sequence[bytes | None],
-    num_samples: Sequence[int],
-    records: Sequence[UpdateEntry] | None = None,
+    records: Sequence[UpdateEntry],
 ) -> RoundView:
-    """The round as an honest member replays it: every registered update in registration
-    order, the unavailable or invalid ones excluded (their row is the zero vector). With the
-    task's registered ``records`` the view carries each record's client, digest and signed
-    U_i (what a claim lists and the task checks), and an update whose vector is not its U_i
-    is excluded too (:meth:`RoundView.from_records`)."""
+    """The round as an honest member replays it: every registered record (client, digest,
+    weight, signed U_i) in registration order, with its decoded payload; an update that is
+    unavailable, undecodable or not the vector its U_i commits to is excluded (its row is the
+    zero vector; :meth:`RoundView.from_records`)."""
     layout, fmt = manifest.layout, manifest.numeric
     prev = decode_global_state(layout, global_payload).params.astype(np.int64)
     clip_bit = privacy_of(manifest).adaptive_clip
-    rule = StepRule.of(manifest.rule, dict(manifest.rule_params))
     decoded: list[np.ndarray | None] = []
     for payload in payloads:
         row = None
@@ -85,18 +82,8 @@ def round_view(
             except CodecError:
                 row = None
         decoded.append(row)
-    if records is not None:
-        return RoundView.from_records(rule, prev, records, decoded, int(fmt.value_bound))
-    excluded = [i for i, row in enumerate(decoded) if row is None]
-    rows = [np.zeros(prev.size, np.int32) if row is None else row for row in decoded]
-    return RoundView(
-        rule,
-        prev,
-        rows,
-        [int(w) for w in num_samples],
-        excluded,
-        value_bound=int(fmt.value_bound),
-    )
+    rule = StepRule.of(manifest.rule, dict(manifest.rule_params))
+    return RoundView.from_records(rule, prev, records, decoded, int(fmt.value_bound))
 
 
 class FaultAgent:

@@ -471,12 +471,7 @@ class AggregatorNode:
         """The round as a step replays it, or None when this round is outside the proof's
         scope (the rule's result is not the step's, e.g. a round carried forward)."""
         view = round_view(
-            self.manifest,
-            round_,
-            inputs.global_payload,
-            inputs.updates,
-            inputs.num_samples,
-            records=inputs.records,
+            self.manifest, round_, inputs.global_payload, inputs.updates, inputs.records
         )
         if result.carried_forward:
             if view.included:
