@@ -94,11 +94,16 @@ class Verification:
 @dataclass
 class _RoundInputs:
     global_payload: bytes
+    #: each registered update's payload (None: not included or not fetched)
     updates: list[bytes | None]
-    num_samples: list[int]
-    private: PrivateInputs | None = None
     #: the round's registered records (client, digest, weight, U_i), in registration order
-    records: list[UpdateEntry] = field(default_factory=list)
+    records: list[UpdateEntry]
+    private: PrivateInputs | None = None
+
+    @property
+    def num_samples(self) -> list[int]:
+        """Each record's registered weight."""
+        return [r.num_samples for r in self.records]
 
 
 class PrivateSource(Protocol):
@@ -601,9 +606,7 @@ class AggregatorNode:
             global_payload = get_by_digest(self.store, global_digest)
             updates, payloads = fetch_included(self.task, self.store, round_, included=included)
             private = None if self.private is None else self.private.inputs(round_, updates)
-        inputs = _RoundInputs(
-            global_payload, payloads, [u.num_samples for u in updates], private, list(updates)
-        )
+        inputs = _RoundInputs(global_payload, payloads, list(updates), private)
         with self.clock.phase(round_, "aggregate"):
             result = execute_round(
                 self.manifest,
