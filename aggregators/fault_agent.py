@@ -16,8 +16,12 @@ or ``both``, docs/fault-proof.md).
   defend, post, timeout) and withdraws what a settled game credited it.
 
 The round a step replays is built by :func:`round_view` from the inputs every honest member
-holds: the previous state, every registered update in registration order (an update that is
-unavailable or invalid is excluded, its row the zero vector) and the registered weights.
+holds: the previous state, every registered update in registration order (an update the task
+did not include, or that is invalid, is excluded, its row the zero vector) and the registered
+weights. The not-included set is the TASK's (``includedUpdates``), never a node's own view:
+the claim declares it and the task checks the declaration, so no exclusion game can be opened
+on it. An honest member attests only a payload that decodes to the vector its client signed
+(:func:`matches_commitment`), so an included update is excluded only when it is provably bad.
 """
 
 from __future__ import annotations
@@ -29,17 +33,25 @@ from functools import partial
 import numpy as np
 from eth_account.signers.local import LocalAccount
 
+from adapters.contract import TaskContract
 from adapters.faultproof import FaultGamesContract
 from adapters.records import UpdateEntry
 from aggregators.execution import privacy_of
 from aggregators.fault_player import FaultPlayer, RoundView
-from aggregators.faultproof import StepRule
-from protocol.errors import CodecError, FedchainError
+from aggregators.faultproof import StepRule, fault_params_hash
+from protocol.errors import CodecError, ConfigError, FedchainError
 from protocol.manifest import TaskManifest
-from protocol.merkle import ChunkTree
+from protocol.merkle import ChunkTree, vector_root
 from protocol.payloads import decode_global_state, decode_update_bit
 
-__all__ = ["FaultAgent", "GameMove", "round_view"]
+__all__ = [
+    "FaultAgent",
+    "GameMove",
+    "check_fault_params",
+    "fault_params_hash_of",
+    "matches_commitment",
+    "round_view",
+]
 
 _CHALLENGER_MOVES = ("openLeaf", "openDescent", "pickNode", "prove")
 _SUBMITTER_MOVES = ("postClaim", "revealLeaf", "revealNodes", "defendExclusion", "postChunk")
@@ -57,33 +69,67 @@ class GameMove:
     role: str  # "submitter" | "challenger"
 
 
+def _decode_row(manifest: TaskManifest, round_: int, payload: bytes) -> np.ndarray | None:
+    """The update vector ``payload`` carries (None: undecodable)."""
+    try:
+        row = decode_update_bit(
+            manifest.layout, manifest.numeric, round_, payload, privacy_of(manifest).adaptive_clip
+        )[0]
+    except CodecError:
+        return None
+    return np.asarray(row, np.int32)
+
+
+def matches_commitment(
+    manifest: TaskManifest, round_: int, payload: bytes, chunk_root: bytes
+) -> bool:
+    """Whether ``payload`` decodes to the vector whose chunk root its client signed (U_i):
+    what an honest member of a fault-proof task checks before attesting it. A payload that
+    does not is never included (fewer than f + 1 attestations), so the submitter excludes it
+    as the task's decision, which no exclusion game can overturn."""
+    row = _decode_row(manifest, round_, payload)
+    return row is not None and vector_root(row) == bytes(chunk_root)
+
+
+def fault_params_hash_of(manifest: TaskManifest) -> bytes:
+    """The step parameters' hash a task running ``manifest`` binds its claims to (the rule
+    and its beta, the model dimension, the value bound; ``setFaultGames``)."""
+    rule = StepRule.of(manifest.rule, dict(manifest.rule_params))
+    return fault_params_hash(rule, manifest.layout.size, int(manifest.numeric.value_bound))
+
+
+def check_fault_params(task: TaskContract, manifest: TaskManifest) -> None:
+    """Refuse to join a fault-proof task whose claims are bound to other step parameters
+    than ``manifest``'s (``FedChainTask.faultParamsHash``): every claim this node posted
+    would be refused, and games would replay a rule other than the one it runs."""
+    on_chain = task.fault_params_hash()
+    mine = fault_params_hash_of(manifest)
+    if on_chain != mine:
+        raise ConfigError(
+            f"task {task.address} binds fault-proof claims to step parameters "
+            f"0x{on_chain.hex()}, not this manifest's 0x{mine.hex()} (rule, beta, dimension "
+            "or value bound differ): refusing to join"
+        )
+
+
 def round_view(
     manifest: TaskManifest,
     round_: int,
     global_payload: bytes,
     payloads: Sequence[bytes | None],
     records: Sequence[UpdateEntry],
+    included: Sequence[bool] | None = None,
 ) -> RoundView:
     """The round as an honest member replays it: every registered record (client, digest,
-    weight, signed U_i) in registration order, with its decoded payload; an update that is
-    unavailable, undecodable or not the vector its U_i commits to is excluded (its row is the
-    zero vector; :meth:`RoundView.from_records`)."""
-    layout, fmt = manifest.layout, manifest.numeric
-    prev = decode_global_state(layout, global_payload).params.astype(np.int64)
-    clip_bit = privacy_of(manifest).adaptive_clip
-    decoded: list[np.ndarray | None] = []
-    for payload in payloads:
-        row = None
-        if payload is not None:
-            try:
-                row = np.asarray(
-                    decode_update_bit(layout, fmt, round_, payload, clip_bit)[0], np.int32
-                )
-            except CodecError:
-                row = None
-        decoded.append(row)
+    weight, signed U_i) in registration order, with its decoded payload; an update the task
+    did not include (``included``: the task's ``includedUpdates``), or that is unavailable,
+    undecodable or not the vector its U_i commits to, is excluded (its row is the zero
+    vector; :meth:`RoundView.from_records`)."""
+    prev = decode_global_state(manifest.layout, global_payload).params.astype(np.int64)
+    decoded = [None if p is None else _decode_row(manifest, round_, p) for p in payloads]
     rule = StepRule.of(manifest.rule, dict(manifest.rule_params))
-    return RoundView.from_records(rule, prev, records, decoded, int(fmt.value_bound))
+    bound = int(manifest.numeric.value_bound)
+    return RoundView.from_records(rule, prev, records, decoded, bound, included)
 
 
 class FaultAgent:

@@ -72,7 +72,12 @@ class RoundView:
     SHA-256, U_i), read from the chain by :meth:`from_records`; a claim lists them so that
     the task binds it to the round (``submitAggregateWithClaim``). A view built from vectors
     alone (games without a task) leaves them empty: its roots are the vectors' own, its
-    clients and digests zero, and its claims bind to no task round."""
+    clients and digests zero, and its claims bind to no task round.
+
+    ``unincluded`` lists the records the TASK did not include (``includedUpdates``: fewer
+    than f + 1 members attested them); they are excluded too, and the claim declares them so
+    (``postClaim``'s ``unincluded``): the task binds only a claim whose declaration is the
+    complement of its included set, and no exclusion game can be opened on them."""
 
     rule: StepRule
     prev: NDArray[np.int64]
@@ -83,6 +88,7 @@ class RoundView:
     clients: list[str] = field(default_factory=list)
     digests: list[bytes] = field(default_factory=list)
     roots: list[bytes] = field(default_factory=list)
+    unincluded: list[int] = field(default_factory=list)
 
     @classmethod
     def from_records(
@@ -92,17 +98,23 @@ class RoundView:
         records: Sequence[UpdateEntry],
         updates: Sequence[NDArray[np.int32] | None],
         value_bound: int = 2**30,
+        included: Sequence[bool] | None = None,
     ) -> RoundView:
         """The view of a round's registered ``records`` (``TaskContract.updates``) and the
-        decoded ``updates`` (None: unavailable or undecodable). An update is excluded when it
-        is missing, exceeds ``value_bound``, or its vector's chunk root is not the U_i its
-        client signed: the games open an update's chunks against the signed U_i only."""
+        decoded ``updates`` (None: unavailable or undecodable). An update is excluded when the
+        task did not include it (``included``, the task's ``includedUpdates``; None: every
+        update was), or it is missing, exceeds ``value_bound``, or its vector's chunk root is
+        not the U_i its client signed: the games open an update's chunks against the signed
+        U_i only."""
         size = int(prev.size)
+        taken = [True] * len(records) if included is None else list(included)
+        unincluded = [i for i, take in enumerate(taken) if not take]
         vectors: list[NDArray[np.int32]] = []
         excluded: list[int] = []
         for i, (rec, u) in enumerate(zip(records, updates, strict=True)):
             ok = (
-                u is not None
+                taken[i]
+                and u is not None
                 and int(np.abs(u.astype(np.int64)).max(initial=0)) <= value_bound
                 and vector_root(u) == bytes(rec.chunk_root)
             )
@@ -119,6 +131,7 @@ class RoundView:
             [r.client for r in records],
             [bytes(r.digest) for r in records],
             [bytes(r.chunk_root) for r in records],
+            unincluded,
         )
 
     @property
@@ -158,6 +171,10 @@ class RoundView:
             list(self.weights),
             excluded_words(self.excluded, len(self.updates)),
         )
+
+    def unincluded_words(self) -> list[int]:
+        """The claim's ``unincluded`` bitmap: the records the task did not include."""
+        return excluded_words(self.unincluded, len(self.updates))
 
     def signers(self) -> tuple[list[str], list[bytes]]:
         """The claim's ``Signers``: each record's client and digest (zero when unknown)."""
@@ -213,7 +230,9 @@ class FaultPlayer:
             v.prev_tree.root,
             tree.root,
         )
-        receipt = self._tx("postClaim", params, v.records(), v.signers(), value=bond)
+        receipt = self._tx(
+            "postClaim", params, v.records(), v.signers(), v.unincluded_words(), value=bond
+        )
         ev = self.games.contract.events.ClaimPosted().process_receipt(receipt, errors=DISCARD)
         cid = int(ev[0]["args"]["claimId"])
         self.claimed[cid] = tree

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
+from eth_abi.abi import encode as abi_encode
+from eth_utils.crypto import keccak
 from numpy.typing import ArrayLike, NDArray
 
 from aggregators.base import MAX_VALUE_BOUND, AggregationInput
@@ -40,6 +42,7 @@ __all__ = [
     "descent_pick",
     "differing_chunks",
     "excluded_words",
+    "fault_params_hash",
     "order_witness",
     "reference_chunk",
     "step_args",
@@ -181,6 +184,18 @@ def excluded_words(excluded: Sequence[int], n: int) -> list[int]:
             raise IndexError(f"excluded record {i} out of range ({n} records)")
         words[i // 256] |= 1 << (i % 256)
     return words
+
+
+def fault_params_hash(rule: StepRule, dim: int, value_bound: int) -> bytes:
+    """keccak256(abi.encode(uint8 rule, uint64 betaNum, uint64 betaDen, uint64 dim, uint256
+    valueBound)): the step parameters a task binds its claims to (``setFaultGames``,
+    ``FedChainTask.faultParamsHash``; ``FaultGames.claimBinding`` hashes a claim's alike)."""
+    return keccak(
+        abi_encode(
+            ["uint8", "uint64", "uint64", "uint64", "uint256"],
+            [rule.rule_id, rule.beta_num, rule.beta_den, int(dim), int(value_bound)],
+        )
+    )
 
 
 def differing_chunks(honest: ArrayLike, claimed: ArrayLike) -> list[int]:

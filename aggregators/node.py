@@ -45,7 +45,12 @@ from adapters.round_inputs import fetch_included
 from adapters.storage import ContentStore, PeerStore, get_by_digest, has_digest
 from aggregators.behaviours import HONEST, Behaviour, RoundContext
 from aggregators.execution import RoundResult, execute_round, rule_for
-from aggregators.fault_agent import FaultAgent, round_view
+from aggregators.fault_agent import (
+    FaultAgent,
+    check_fault_params,
+    matches_commitment,
+    round_view,
+)
 from aggregators.private import PrivateInputs
 from protocol.cid import content_digest
 from protocol.errors import ContractRevert, FedchainError, StorageError
@@ -99,6 +104,8 @@ class _RoundInputs:
     #: the round's registered records (client, digest, weight, U_i), in registration order
     records: list[UpdateEntry]
     private: PrivateInputs | None = None
+    #: the task's included set (``includedUpdates``), one flag per record (None: unknown)
+    included: list[bool] | None = None
 
     @property
     def num_samples(self) -> list[int]:
@@ -158,6 +165,8 @@ class AggregatorNode:
         #: the fault-proof side (``dispute`` fault-proof or both), else None
         self.fault = fault
         self.dispute = dispute
+        if fault is not None:
+            check_fault_params(task, manifest)
         #: submissions whose claim a game settles (fault-proof mode: no PBFT challenge); a
         #: submission without a claim, or whose bytes differ from an honest claim's, is
         #: still challenged through PBFT
@@ -295,6 +304,11 @@ class AggregatorNode:
                 payload = get_by_digest(self.store, update.digest)
         except StorageError:
             return False
+        if self.fault is not None:
+            # fault proof: only the vector its client signed (U_i) counts as held, so an
+            # update that is not is never included (a submitter excludes it as the task's
+            # decision, which no exclusion game can overturn)
+            return matches_commitment(self.manifest, round_, payload, update.chunk_root)
         return self.private is None or self.private.valid(round_, update.client, payload)
 
     def _on_disputed(self, round_: int) -> list[AggregatorEvent]:
@@ -476,7 +490,12 @@ class AggregatorNode:
         """The round as a step replays it, or None when this round is outside the proof's
         scope (the rule's result is not the step's, e.g. a round carried forward)."""
         view = round_view(
-            self.manifest, round_, inputs.global_payload, inputs.updates, inputs.records
+            self.manifest,
+            round_,
+            inputs.global_payload,
+            inputs.updates,
+            inputs.records,
+            inputs.included,
         )
         if result.carried_forward:
             if view.included:
@@ -606,7 +625,7 @@ class AggregatorNode:
             global_payload = get_by_digest(self.store, global_digest)
             updates, payloads = fetch_included(self.task, self.store, round_, included=included)
             private = None if self.private is None else self.private.inputs(round_, updates)
-        inputs = _RoundInputs(global_payload, payloads, list(updates), private)
+        inputs = _RoundInputs(global_payload, payloads, list(updates), private, list(included))
         with self.clock.phase(round_, "aggregate"):
             result = execute_round(
                 self.manifest,

@@ -18,9 +18,12 @@ import {OneStepMath} from "./lib/OneStepMath.sol";
 ///           challenger then runs the one-step check (OneStep.step), which recomputes chunk j
 ///           from the inputs. A different leaf refutes the claim; the same leaf reverts
 ///           (ChunkCorrect), so a false challenger can only let its clock run out;
-///         - exclusion game: an excluded update must be shown bad (a coordinate beyond the
-///           value bound, opened against its U_i) by the submitter on its clock; an included
-///           bad update refutes the claim at once (refuteInclusion, no game needed);
+///         - exclusion game: an update the claim excluded although the task included it
+///           must be shown bad (a coordinate beyond the value bound, opened against its U_i)
+///           by the submitter on its clock; an update the task did not include (declared
+///           in the claim's `unincluded` bitmap, which the task checks against its own
+///           included set) cannot be challenged; an included bad update refutes the claim
+///           at once (refuteInclusion, no game needed);
 ///         - data-availability game: the submitter must post chunk j of an included update
 ///           (opened against its U_i, emitted in full) on its clock.
 ///         Every game runs on chess clocks (a budget of blocks per side, spent while it is
@@ -141,6 +144,10 @@ contract FaultGames is ReentrancyGuardTransient {
 
     Claim[] private _claims;
     Game[] private _games;
+    /// @dev The non-zero words of each claim's `unincluded` bitmap (the records the task did
+    ///      not include): a zero word is not stored, so a round the committee attested in
+    ///      full costs no storage.
+    mapping(uint256 claimId => mapping(uint256 word => uint256)) private _unincluded;
     mapping(address => uint256) private _credits;
 
     /// @notice A claim was posted.
@@ -178,6 +185,9 @@ contract FaultGames is ReentrancyGuardTransient {
     /// @notice A claim the one-step check could not replay (`why`: 0 rule, 1 beta,
     ///         2 too many records, 3 a weight above 2**64 - 1).
     error UnprovableClaim(uint256 why);
+    /// @notice Word `word` of a claim's `unincluded` bitmap declares records (`bits`) the
+    ///         claim does not exclude: an update the task did not include is never an input.
+    error UnincludedNotExcluded(uint256 word, uint256 bits);
     /// @notice The bond sent is not the one required.
     error WrongBond(uint256 sent, uint256 required);
     /// @notice A challenge naming a chunk or an update that does not exist.
@@ -234,22 +244,34 @@ contract FaultGames is ReentrancyGuardTransient {
     /// @notice Post a claim (the submitter's bond is msg.value). `s` names the client and
     ///         digest of every record; the claim keeps the `ClientRecords.extendUpdates`
     ///         accumulator over (client, digest, weight, U_i), which FedChainTask's
-    ///         `submitAggregateWithClaim` requires to equal the round's own.
-    function postClaim(ClaimParams calldata p, Records calldata r, Signers calldata s)
-        external
-        payable
-        returns (uint256 claimId)
-    {
+    ///         `submitAggregateWithClaim` requires to equal the round's own. `unincluded`
+    ///         (bitmap words like `r.excluded`, a subset of them) declares the records the
+    ///         task did not include (attested by fewer than f + 1 members): the task requires
+    ///         it to be exactly the complement of its included set, and no exclusion game can
+    ///         be opened on them.
+    function postClaim(
+        ClaimParams calldata p,
+        Records calldata r,
+        Signers calldata s,
+        uint256[] calldata unincluded
+    ) external payable returns (uint256 claimId) {
         uint256 n = r.roots.length;
-        // INVARIANT: one weight, client and digest per root and a bitmap covering every record.
+        uint256 words = (n + 255) / 256;
+        // INVARIANT: one weight, client and digest per root and bitmaps covering every record.
         if (
-            r.weights.length != n || r.excluded.length != (n + 255) / 256 || s.clients.length != n
-                || s.digests.length != n
+            r.weights.length != n || r.excluded.length != words || s.clients.length != n
+                || s.digests.length != n || unincluded.length != words
         ) {
             revert BadClaim(n, r.weights.length);
         }
         _checkProvable(p, r);
         claimId = _claims.length;
+        for (uint256 w = 0; w < words; ++w) {
+            uint256 bits = unincluded[w];
+            // INVARIANT: a record the task did not include is excluded (never a step input).
+            if (bits & ~r.excluded[w] != 0) revert UnincludedNotExcluded(w, bits & ~r.excluded[w]);
+            if (bits != 0) _unincluded[claimId][w] = bits;
+        }
         Claim storage c = _claims.push();
         c.submitter = msg.sender;
         c.rule = p.rule;
@@ -365,6 +387,25 @@ contract FaultGames is ReentrancyGuardTransient {
         return _claim(claimId).rule;
     }
 
+    /// @notice What binds claim `claimId` to a task beyond `claimHook` (`IFaultGamesHook`):
+    ///         its `OneStepMath` rule id, the hash of the step parameters it is replayed
+    ///         under, keccak256(abi.encode(uint8 rule, uint64 betaNum, uint64 betaDen,
+    ///         uint64 dim, uint256 valueBound)) (the task's `faultParamsHash`), and its
+    ///         `unincluded` bitmap (the records it declares the task did not include).
+    function claimBinding(uint256 claimId)
+        external
+        view
+        returns (uint8 rule, bytes32 paramsHash, uint256[] memory unincluded)
+    {
+        Claim storage c = _claim(claimId);
+        rule = c.rule;
+        paramsHash = keccak256(abi.encode(c.rule, c.betaNum, c.betaDen, c.dim, c.valueBound));
+        unincluded = new uint256[]((uint256(c.numRecords) + 255) / 256);
+        for (uint256 w = 0; w < unincluded.length; ++w) {
+            unincluded[w] = _unincluded[claimId][w];
+        }
+    }
+
     /// @notice Whether the claim was refuted.
     function refuted(uint256 claimId) external view returns (bool) {
         return _claim(claimId).refuted;
@@ -400,8 +441,15 @@ contract FaultGames is ReentrancyGuardTransient {
     }
 
     /// @notice Accuse the claim of excluding update `index` without reason. The submitter
-    ///         must show it bad (defendExclusion) on its clock.
+    ///         must show it bad (defendExclusion) on its clock. Refused on an update the claim
+    ///         declares the task did not include (`unincluded`): that is the task's decision
+    ///         (fewer than f + 1 members attested it), not the submitter's, and the task
+    ///         binds only a claim whose declaration is the complement of its included set.
     function openExclusion(uint256 claimId, uint256 index) external payable returns (uint256) {
+        // INVARIANT: an update the task did not include cannot be held against the claim.
+        if ((_unincluded[claimId][index / 256] >> (index % 256)) & 1 == 1) {
+            revert BadChallenge(Kind.Exclusion, index, 0);
+        }
         return _open(claimId, Kind.Exclusion, index, 0);
     }
 

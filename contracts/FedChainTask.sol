@@ -688,18 +688,21 @@ contract FedChainTask is FedChainTaskStorage {
     ///         contract): from then on every aggregate is submitted with the submitter's claim
     ///         (`submitAggregateWithClaim`), `finalize` waits until that claim is settled and
     ///         refuses a refuted one. `initialStateRoot` is the chunk root (protocol/merkle.py)
-    ///         of the initial state, the previous root of round 1's claims. Owner only, once,
+    ///         of the initial state, the previous root of round 1's claims; `paramsHash`
+    ///         binds every claim's step parameters (`faultParamsHash`). Owner only, once,
     ///         before the first aggregator registers, so every member stakes knowing which
-    ///         games contract can get it slashed (a task without it is PBFT only).
-    function setFaultGames(address games, bytes32 initialStateRoot) external {
-        (games, initialStateRoot); // forwarded in msg.data
+    ///         games contract can get it slashed (a task without it is PBFT only); the task
+    ///         needs an attestation window (`attestWindow` > 0).
+    function setFaultGames(address games, bytes32 initialStateRoot, bytes32 paramsHash) external {
+        (games, initialStateRoot, paramsHash); // forwarded in msg.data
         _delegateToDisputes();
     }
 
     /// @notice `submitAggregate` on a fault-proof task: also binds FaultGames claim `claimId`,
     ///         which must be the caller's, start from the last finalized state root, cover
-    ///         the round's registered updates, keep its game window open at least until the
-    ///         challenge deadline, and not be refuted.
+    ///         the round's registered updates, declare not included exactly those outside the
+    ///         included set, carry the task's step parameters (`faultParamsHash`), keep its
+    ///         game window open at least until the challenge deadline, and not be refuted.
     function submitAggregateWithClaim(uint256 round, bytes32 digest, uint256 claimId) external payable {
         (round, digest, claimId); // forwarded in msg.data
         _delegateToDisputes();
@@ -737,6 +740,13 @@ contract FedChainTask is FedChainTaskStorage {
     /// @notice The FaultGames contract this task is bound to (address(0): PBFT only).
     function faultGames() external view returns (address) {
         return address(_faultGames);
+    }
+
+    /// @notice keccak256(abi.encode(uint8 rule, uint64 betaNum, uint64 betaDen, uint64 dim,
+    ///         uint256 valueBound)): the one-step parameters every claim must carry (zero on
+    ///         a PBFT-only task). A node checks it against its manifest before joining.
+    function faultParamsHash() external view returns (bytes32) {
+        return _faultParamsHash;
     }
 
     /// @notice The FaultGames claim bound to the submission of (`round`, `attempt`).

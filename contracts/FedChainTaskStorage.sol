@@ -29,8 +29,14 @@ interface IFaultGamesHook {
             bool isRefuted
         );
 
-    /// @notice The claim's `OneStepMath` rule id (0 FedAvg, 1 FedProx, 2 Median, 3 Trimmed mean).
-    function claimRule(uint256 claimId) external view returns (uint8);
+    /// @notice The claim's `OneStepMath` rule id (0 FedAvg, 1 FedProx, 2 Median, 3 Trimmed
+    ///         mean), the hash of its step parameters (keccak256(abi.encode(uint8 rule,
+    ///         uint64 betaNum, uint64 betaDen, uint64 dim, uint256 valueBound))) and the
+    ///         bitmap of the records it declares the task did not include.
+    function claimBinding(uint256 claimId)
+        external
+        view
+        returns (uint8 rule, bytes32 paramsHash, uint256[] memory unincluded);
 }
 
 /// @title FedChainTaskStorage
@@ -263,6 +269,10 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     error FaultGamesFixed();
     /// @notice A fault-proof call on a task without FaultGames (or a zero FaultGames address).
     error NoFaultGames();
+    /// @notice `setFaultGames` on a task without an attestation phase: the fault proof needs
+    ///         the committee's included set (an update attested by f + 1 members is held by a
+    ///         correct one), or an honest submitter could not answer every exclusion game.
+    error AttestWindowRequired(uint256 attestWindow);
     /// @notice A fault-proof task's aggregate must be submitted with its claim
     ///         (`submitAggregateWithClaim`).
     error ClaimRequired(uint256 round);
@@ -270,7 +280,10 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     ///        finalized state root, 3 its records are not the round's registered updates
     ///        (client, digest, weight and U_i of each, in order), 4 its
     ///        game window ends before the challenge window, 5 it is already refuted, 6 its
-    ///        rule is not the task's `ruleId` (checked when the task names one).
+    ///        rule is not the task's `ruleId` (checked when the task names one), 7 its step
+    ///        parameters (rule, beta, dimension, value bound) are not the task's
+    ///        (`faultParamsHash`), 8 the records it declares not included are not exactly
+    ///        those outside the round's included set.
     error ClaimMismatch(uint256 claimId, uint8 reason);
     /// @notice `finalize` while a game on the submission's claim can still refute it.
     error ClaimUnsettled(uint256 round, uint256 claimId);
@@ -362,8 +375,9 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     ///         1 Prepare, 2 DisputeVerdict) in view `viewNumber`; `reporter` proved it and was
     ///         credited `reward` (half the stake); the rest (`treasuryAmount`) is burned.
     /// @notice The task binds its submissions to claims of `faultGames` (fixed before
-    ///         start); `initialStateRoot` is the chunk root of the initial state.
-    event FaultGamesSet(address indexed faultGames, bytes32 initialStateRoot);
+    ///         start); `initialStateRoot` is the chunk root of the initial state, `paramsHash`
+    ///         that of the step parameters every claim must carry (`faultParamsHash`).
+    event FaultGamesSet(address indexed faultGames, bytes32 initialStateRoot, bytes32 paramsHash);
     /// @notice The aggregate of (`round`, `attempt`) was submitted with FaultGames claim
     ///         `claimId`; `finalize` waits until that claim is settled.
     event AggregateClaimed(uint256 indexed round, uint256 attempt, uint256 claimId);
@@ -535,6 +549,11 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     mapping(uint256 round => bytes32) internal _stateRoots;
     /// @dev Client deposits locked now (registered, not released): part of the balance.
     uint256 internal _depositsHeld;
+    /// @dev keccak256(abi.encode(uint8 rule, uint64 betaNum, uint64 betaDen, uint64 dim,
+    ///      uint256 valueBound)) of the task's one-step parameters: every bound claim's
+    ///      `FaultGames.claimBinding` hash (set by `setFaultGames`; fault-proof tasks only).
+    // slither-disable-next-line uninitialized-state
+    bytes32 internal _faultParamsHash;
 
     /// @param cfg Task parameters (validated by the task's constructor).
     /// @param evidence The task's equivocation-evidence checker.

@@ -3,6 +3,7 @@ pragma solidity ^0.8.24;
 
 import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {Quorums} from "./lib/Quorums.sol";
+import {Availability} from "./lib/Availability.sol";
 import {EquivocationEvidence} from "./lib/EquivocationEvidence.sol";
 import {FedChainTaskStorage, IFaultGamesHook} from "./FedChainTaskStorage.sol";
 
@@ -172,16 +173,24 @@ contract TaskDisputes is FedChainTaskStorage {
     // ------------------------------------------------------------------------------------
 
     /// @notice Body of `FedChainTask.setFaultGames` (see its NatSpec), run by DELEGATECALL.
-    function setFaultGames(address games, bytes32 initialStateRoot) external onlyOwner onlyDelegated {
+    function setFaultGames(address games, bytes32 initialStateRoot, bytes32 paramsHash)
+        external
+        onlyOwner
+        onlyDelegated
+    {
         // INVARIANT: the dispute mode is fixed before anyone stakes on the task and never
         // changes: a member joins knowing which games contract can get it slashed.
         if (_aggregators.length != 0 || address(_faultGames) != address(0)) revert FaultGamesFixed();
         // INVARIANT: a fault-proof task names a games contract.
         if (games == address(0)) revert NoFaultGames();
+        // INVARIANT: a fault-proof task has an included set (f + 1 attestations), so every
+        // update an honest submitter excludes is either not included or provably bad.
+        if (_attestWindow == 0) revert AttestWindowRequired(0);
         _faultGames = IFaultGamesHook(games);
         _faultProof = true;
         _stateRoots[0] = initialStateRoot;
-        emit FaultGamesSet(games, initialStateRoot);
+        _faultParamsHash = paramsHash;
+        emit FaultGamesSet(games, initialStateRoot, paramsHash);
     }
 
     /// @notice Body of `FedChainTask.submitAggregateWithClaim` (see its NatSpec), run by
@@ -212,14 +221,54 @@ contract TaskDisputes is FedChainTaskStorage {
         if (windowEnd < block.number + _challengeWindow) revert ClaimMismatch(claimId, 4);
         // INVARIANT: a refuted claim backs no aggregate.
         if (isRefuted) revert ClaimMismatch(claimId, 5);
-        // INVARIANT: a claim is replayed under the task's own rule (when the task names one).
-        if (_ruleId != bytes32(0) && _ruleId != _stepRuleName(games.claimRule(claimId))) {
-            revert ClaimMismatch(claimId, 6);
-        }
+        uint256[] memory unincluded = _checkParams(games, claimId);
         rs = _submitAggregate(round, digest, false);
+        // INVARIANT: the claim declares not included exactly the updates outside the round's
+        // included set (fixed now: `_submitAggregate` runs only once availability is fixed).
+        if (!_isUnincludedSet(round, rs, unincluded)) revert ClaimMismatch(claimId, 8);
         uint256 attempt = rs.attempt;
         _boundClaims[round][attempt] = ((claimId + 1) << 192) | uint192(uint256(digest));
         emit AggregateClaimed(round, attempt, claimId);
+    }
+
+    /// @dev Checks claim `claimId`'s step parameters against the task's; returns the records
+    ///      it declares not included.
+    function _checkParams(IFaultGamesHook games, uint256 claimId) private view returns (uint256[] memory) {
+        (uint8 rule, bytes32 paramsHash, uint256[] memory unincluded) = games.claimBinding(claimId);
+        // INVARIANT: a claim is replayed under the task's own rule (when the task names one).
+        if (_ruleId != bytes32(0) && _ruleId != _stepRuleName(rule)) revert ClaimMismatch(claimId, 6);
+        // INVARIANT: a claim is replayed under the task's own beta, dimension and value bound.
+        if (paramsHash != _faultParamsHash) revert ClaimMismatch(claimId, 7);
+        return unincluded;
+    }
+
+    /// @dev Whether `declared` (bitmap words) is exactly the complement, within the round's
+    ///      `updateCount` records, of its included set: the updates attested by at least
+    ///      f + 1 of the n members (as `FedChainTask.includedUpdates`, here from the task's
+    ///      own storage; a member that did not attest has no bits).
+    function _isUnincludedSet(uint256 round, RoundState storage rs, uint256[] memory declared)
+        private
+        view
+        returns (bool)
+    {
+        uint256 count = rs.updateCount;
+        uint256 words = (count + 255) >> 8;
+        if (declared.length != words) return false;
+        uint256 n = _committeeSize;
+        uint256 threshold = Quorums.maxFaulty(n) + 1;
+        uint256 attested = rs.attestMask;
+        for (uint256 w = 0; w < words; ++w) {
+            // memory arrays start zeroed: the count of every update starts at 0
+            // slither-disable-next-line uninitialized-local
+            uint256[9] memory counter;
+            for (uint256 m = 0; m < n; ++m) {
+                if ((attested >> m) & 1 == 1) Availability.add(counter, _attestations[round][m][w]);
+            }
+            uint256 bits = count - 256 * w;
+            uint256 valid = bits >= 256 ? type(uint256).max : (uint256(1) << bits) - 1;
+            if (declared[w] != (~Availability.atLeast(counter, threshold) & valid)) return false;
+        }
+        return true;
     }
 
     /// @dev The task-level rule id (sha256 of the rule's name, `aggregators.registry.rule_id`)

@@ -340,6 +340,13 @@ class DemoConfig:
             raise bad("dispute", f"must be one of {list(DISPUTE_MODES)}")
         if self.dispute == "pbft":
             return
+        if self.attest_window == 0:
+            raise bad(
+                "attest_window",
+                f"--dispute {self.dispute} needs an attestation window (the fault proof tells "
+                "an update the committee did not include from one the submitter excluded); "
+                "use --attest-window 1 or more",
+            )
         if self.stop_norm is not None:
             raise bad(
                 "dispute",

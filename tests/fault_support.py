@@ -37,6 +37,7 @@ class Round:
     excluded: list[int] = field(default_factory=list)
     clients: list[str] = field(default_factory=list)  # the records' signers, when registered
     digests: list[bytes] = field(default_factory=list)
+    not_included: list[int] = field(default_factory=list)  # the task did not include them
 
     @property
     def included(self) -> list[int]:
@@ -64,6 +65,10 @@ class Round:
     def roots(self) -> list[bytes]:
         """U_i of every update (what its client signs)."""
         return [ChunkTree(u).root for u in self.ups]
+
+    def unincluded(self) -> list[int]:
+        """The claim's ``unincluded`` bitmap (the records the task did not include)."""
+        return excluded_words(self.not_included, len(self.ups))
 
     def signers(self) -> tuple[list[str], list[bytes]]:
         """The claim's ``Signers`` (client and digest of each record; zero for a round not
@@ -116,7 +121,7 @@ def post(s: Setup, r: Round, state: Any, window: int = WINDOW) -> int:
         ChunkTree(state).root,
     )
     receipt = s.games.tx(
-        s.submitter, "postClaim", params, r.records(), r.signers(), value=CLAIM_BOND
+        s.submitter, "postClaim", params, r.records(), r.signers(), r.unincluded(), value=CLAIM_BOND
     )
     ev = s.games.contract.events.ClaimPosted().process_receipt(receipt, errors=DISCARD)
     return int(ev[0]["args"]["claimId"])

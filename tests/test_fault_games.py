@@ -139,7 +139,7 @@ def test_wrong_bond_and_unknown_ids(s: Setup) -> None:
     roots, weights, exc = r.records()
     params = (0, 0, 1, D, WINDOW, VB, bytes(32), bytes(32))
     with pytest.raises(error_class("BadClaim")):
-        s.games.tx(s.submitter, "postClaim", params, (roots, weights[:-1], exc), r.signers())
+        s.games.tx(s.submitter, "postClaim", params, (roots, weights[:-1], exc), r.signers(), [0])
 
 
 def test_descent_reaches_the_faulty_leaf_without_a_public_tree(s: Setup) -> None:
@@ -189,7 +189,7 @@ def test_descent_into_an_empty_slot_refutes(s: Setup) -> None:
     top = node_hash(node_hash(forged[0], forged[1]), node_hash(forged[2], forged[3]))
     params = (r.rule.rule_id, 0, 1, d, WINDOW, VB, ChunkTree(r.prev).root, root_of(d, top))
     receipt = s.games.tx(
-        s.submitter, "postClaim", params, r.records(), r.signers(), value=CLAIM_BOND
+        s.submitter, "postClaim", params, r.records(), r.signers(), r.unincluded(), value=CLAIM_BOND
     )
     cid = int(
         s.games.contract.events.ClaimPosted().process_receipt(receipt, errors=DISCARD)[0]["args"][

@@ -137,13 +137,17 @@ class DisputesMixin(ViewsMixin):
 
     # -- fault-proof hooks (issue 22; docs/fault-proof.md) ---------------------------------
 
-    def set_fault_games(self, owner: LocalAccount, games: str, initial_state_root: bytes) -> Any:
+    def set_fault_games(
+        self, owner: LocalAccount, games: str, initial_state_root: bytes, params_hash: bytes
+    ) -> Any:
         """Bind the task to a ``FaultGames`` contract (owner only, once, before the first
-        aggregator registers);
+        aggregator registers; the task needs an attestation window);
         ``initial_state_root`` is the chunk root (:mod:`protocol.merkle`) of the initial
-        state. From then on aggregates go through :meth:`submit_aggregate_with_claim`."""
+        state, ``params_hash`` that of the step parameters every claim must carry
+        (:func:`aggregators.faultproof.fault_params_hash`). From then on aggregates go through
+        :meth:`submit_aggregate_with_claim`."""
         root = _digest("initial_state_root", initial_state_root)
-        return self._tx(owner, "setFaultGames", games, root)
+        return self._tx(owner, "setFaultGames", games, root, _digest("params_hash", params_hash))
 
     def submit_aggregate_with_claim(
         self,
@@ -198,6 +202,10 @@ class DisputesMixin(ViewsMixin):
     def fault_games(self) -> str:
         """The FaultGames contract the task is bound to (the zero address: PBFT only)."""
         return str(self._call("faultGames"))
+
+    def fault_params_hash(self) -> bytes:
+        """The step parameters' hash every claim must carry (zero on a PBFT-only task)."""
+        return bytes(self._call("faultParamsHash"))
 
     def claim_of(self, round: int, attempt: int) -> int | None:
         """The FaultGames claim id bound to the submission of (``round``, ``attempt``)."""

@@ -467,6 +467,13 @@ class FaultGamesFixed(TaskRevert):
     error_name = "FaultGamesFixed"
 
 
+class AttestWindowRequired(TaskRevert):
+    """``setFaultGames`` on a task with ``attest_window`` 0: the fault proof needs the
+    committee's included set."""
+
+    error_name = "AttestWindowRequired"
+
+
 class NoFaultGames(TaskRevert):
     """A fault-proof call on a PBFT-only task (or a zero FaultGames address)."""
 
@@ -600,6 +607,7 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         ZeroSamples,
         ZeroValue,
         FaultGamesFixed,
+        AttestWindowRequired,
         NoFaultGames,
         ClaimRequired,
         ClaimMismatch,

@@ -186,11 +186,24 @@ def test_unprovable_claims_are_refused(s: Setup) -> None:
     for params, w, why in bad_params:
         with pytest.raises(error_class("UnprovableClaim")) as exc_info:
             s.games.tx(
-                s.submitter, "postClaim", params, (roots, w, exc), r.signers(), value=CLAIM_BOND
+                s.submitter,
+                "postClaim",
+                params,
+                (roots, w, exc),
+                r.signers(),
+                r.unincluded(),
+                value=CLAIM_BOND,
             )
         assert exc_info.value.error_args["why"] == why
     ok = (0, 0, 1, len(r.prev), WINDOW, 2**16, root, root)
-    s.games.tx(s.submitter, "postClaim", ok, (roots, [2**64 - 1, *weights[1:]], exc), r.signers())
+    s.games.tx(
+        s.submitter,
+        "postClaim",
+        ok,
+        (roots, [2**64 - 1, *weights[1:]], exc),
+        r.signers(),
+        r.unincluded(),
+    )
 
 
 def test_unanswerable_challenges_cannot_refute_an_honest_claim(s: Setup) -> None:

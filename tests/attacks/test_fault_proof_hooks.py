@@ -36,7 +36,7 @@ from adapters.contract import (
 )
 from adapters.faultproof import FaultGamesContract, OneStepContract
 from adapters.records import records_accumulator
-from aggregators.faultproof import RULE_IDS, StepRule
+from aggregators.faultproof import RULE_IDS, StepRule, fault_params_hash
 from aggregators.registry import rule_id
 from protocol.merkle import ChunkTree
 from tests.conftest import DEFAULT_TASK_CONFIG, TaskSetup
@@ -47,6 +47,7 @@ from tests.test_contract_dispute import by_address, sig_of
 K = 5  # updates per round (make_round's default)
 CHALLENGE_WINDOW = 3
 GAME_WINDOW = CHALLENGE_WINDOW + 4  # the claim's window outlasts the challenge window
+ATTEST_WINDOW = 4  # a fault-proof task needs one (setFaultGames)
 
 
 @dataclass
@@ -78,6 +79,7 @@ def make_hooked(chain: Chain, rule: str = "fedavg") -> Hooked:
             "max_updates": K,
             "submit_timeout": 10,
             "challenge_window": CHALLENGE_WINDOW,
+            "attest_window": ATTEST_WINDOW,
         }
     )
     task = TaskContract.deploy(chain, owner, config)
@@ -85,7 +87,11 @@ def make_hooked(chain: Chain, rule: str = "fedavg") -> Hooked:
     games = FaultGamesContract.deploy(chain, owner, one.address, CLOCK, BOND)
     r = make_round(StepRule.of("fedavg"))
     # fixed before anyone stakes on the task
-    task.set_fault_games(owner, games.address, ChunkTree(r.prev).root)
+    # the task's step parameters: its rule (trimmed mean with beta 0.2), d, the value bound
+    step = StepRule.of(rule, {"beta": 0.2} if rule == "trimmed_mean" else {})
+    task.set_fault_games(
+        owner, games.address, ChunkTree(r.prev).root, fault_params_hash(step, len(r.prev), VB)
+    )
     for a in aggregators:
         task.register_aggregator(a)
     for c in clients:
@@ -96,6 +102,8 @@ def make_hooked(chain: Chain, rule: str = "fedavg") -> Hooked:
         task.submit_update(c, 1, dg(("u", i)), r.weights[i], ChunkTree(r.ups[i]).root)
     r.clients = [c.address for c in clients]
     r.digests = [dg(("u", i)) for i in range(K)]
+    for a in aggregators[:3]:  # n - f attestations fix the included set: every update
+        task.attest(a, 1, [True] * K)
     s = TaskSetup(chain, task, owner, aggregators, clients, rest[4 + K :])
     return Hooked(s, games, r)
 
@@ -133,7 +141,13 @@ def post_claim(
         ChunkTree(state).root,
     )
     receipt = h.games.tx(
-        who, "postClaim", params, records or r.records(), signers or r.signers(), value=CLAIM_BOND
+        who,
+        "postClaim",
+        params,
+        records or r.records(),
+        signers or r.signers(),
+        r.unincluded(),
+        value=CLAIM_BOND,
     )
     ev = h.games.contract.events.ClaimPosted().process_receipt(receipt, errors=DISCARD)
     return int(ev[0]["args"]["claimId"])
@@ -328,21 +342,24 @@ def test_claim_window_must_cover_the_challenge_window(h: Hooked, slack: int, all
 
 
 def test_fault_games_are_fixed_before_anyone_stakes(task_factory: Any) -> None:
-    s = task_factory(n_aggregators=0, n_clients=0, start=False)
+    s = task_factory(n_aggregators=0, n_clients=0, start=False, attest_window=ATTEST_WINDOW)
     member = s.spare[0]
+    ph = b"\x05" * 32
     with pytest.raises(OwnableUnauthorizedAccount):
-        s.task.set_fault_games(member, s.owner.address, b"\x01" * 32)
+        s.task.set_fault_games(member, s.owner.address, b"\x01" * 32, ph)
     with pytest.raises(NoFaultGames):
-        s.task.set_fault_games(s.owner, "0x" + "00" * 20, b"\x01" * 32)
-    s.task.set_fault_games(s.owner, s.owner.address, b"\x01" * 32)
+        s.task.set_fault_games(s.owner, "0x" + "00" * 20, b"\x01" * 32, ph)
+    assert s.task.fault_params_hash() == bytes(32)
+    s.task.set_fault_games(s.owner, s.owner.address, b"\x01" * 32, ph)
     assert s.task.fault_games() == s.owner.address
     assert s.task.state_root(0) == b"\x01" * 32
+    assert s.task.fault_params_hash() == ph
     with pytest.raises(FaultGamesFixed):
-        s.task.set_fault_games(s.owner, s.owner.address, b"\x02" * 32)
+        s.task.set_fault_games(s.owner, s.owner.address, b"\x02" * 32, ph)
     # once a member staked, the dispute mode is fixed (a PBFT-only task stays one)
-    t = task_factory(n_aggregators=1, n_clients=0, start=False)
+    t = task_factory(n_aggregators=1, n_clients=0, start=False, attest_window=ATTEST_WINDOW)
     with pytest.raises(FaultGamesFixed):
-        t.task.set_fault_games(t.owner, t.owner.address, b"\x01" * 32)
+        t.task.set_fault_games(t.owner, t.owner.address, b"\x01" * 32, ph)
     u = task_factory(n_aggregators=4, n_clients=2)
     assert u.task.fault_games() == "0x" + "00" * 20
     with pytest.raises(NoFaultGames):

@@ -30,7 +30,7 @@ from adapters.faultproof import FaultGamesContract, OneStepContract
 from adapters.privacy_records import PrivacyRecordsContract, predicted_address
 from adapters.storage import ContentStore, LocalStore, PeerStore, open_store
 from aggregators.behaviours import HONEST, Behaviour
-from aggregators.fault_agent import FaultAgent
+from aggregators.fault_agent import FaultAgent, fault_params_hash_of
 from aggregators.key_holder import KeyHolderNode
 from aggregators.node import AggregatorNode
 from aggregators.registry import make_rule, rule_id
@@ -551,8 +551,11 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
         )
         # before anyone stakes (the task refuses it later: members stake knowing the games
         # contract that can slash them); every aggregate now needs its submitter's claim;
-        # the claims' chain of state roots starts at the initial state's
-        task.set_fault_games(deployer, games.address, ChunkTree(initial).root)
+        # the claims' chain of state roots starts at the initial state's; every claim must
+        # carry the manifest's step parameters (rule, beta, dimension, value bound)
+        task.set_fault_games(
+            deployer, games.address, ChunkTree(initial).root, fault_params_hash_of(manifest)
+        )
     for acct in agg_accounts:
         task.register_aggregator(acct)
     if cfg.client_allowlist:
