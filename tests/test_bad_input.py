@@ -88,6 +88,11 @@ CLI_CASES = [
         ["demo", "--dispute", "fault-proof", "--stop-norm", "0.5"],
         ["--dispute", "--stop-norm", "pbft"],
     ),
+    # the fault proof needs the committee's included set (issue 22, item 1)
+    (
+        ["demo", "--dispute", "fault-proof", "--attest-window", "0"],
+        ["--attest-window", "0", "--dispute fault-proof", "attestation window"],
+    ),
     # RPC URL scheme
     (["demo", "--rpc-url", "ftp://127.0.0.1"], ["--rpc-url", "ftp://127.0.0.1"]),
 ]
@@ -233,6 +238,7 @@ SCENARIO_CASES = [
     ('[run]\nrule = "median"\nrotation = "sideways"\n', ["[run] rotation", "sideways"]),
     ('[run]\ndispute = "vote"\n', ["[run] dispute", "vote", "fault-proof"]),
     ('[run]\ndispute = "fault-proof"\nrule = "bulyan"\n', ["[run] dispute", "bulyan"]),
+    ('[run]\ndispute = "both"\nattest_window = 0\n', ["[run] attest_window", "0", "both"]),
     ('[[aggregator]]\nindex = "0"\npublish = "noise"\n', ["[[aggregator]] #1 index", "'0'"]),
     ("[[aggregator]]\nindex = 9\n", ["[[aggregator]] #1 index", "9"]),
     ('[[aggregator]]\nindex = 0\npublish = "nois"\n', ["nois"]),
