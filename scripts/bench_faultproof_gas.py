@@ -93,7 +93,15 @@ def step_rows(
                 records = ([t.root for t in trees], weights, excluded_words([], k))
                 cid = _event(
                     games,
-                    games.tx(acct, "postClaim", params_t, records, _signers(k), value=BOND),
+                    games.tx(
+                        acct,
+                        "postClaim",
+                        params_t,
+                        records,
+                        _signers(k),
+                        excluded_words([], k),
+                        value=BOND,
+                    ),
                     "ClaimPosted",
                     "claimId",
                 )
@@ -143,7 +151,7 @@ def move_rows(chain: Chain, games: FaultGamesContract) -> dict[str, int]:
     state = ChunkTree(prev)  # the claimed new state (its content does not matter here)
     params = (0, 0, 1, d, 20, VB, ptree.root, state.root)
     out: dict[str, int] = {}
-    r = games.tx(sub, "postClaim", params, records, _signers(k), value=BOND)
+    r = games.tx(sub, "postClaim", params, records, _signers(k), excluded_words([], k), value=BOND)
     out["postClaim (K = 10)"] = gas(r)
     cid = _event(games, r, "ClaimPosted", "claimId")
     r = games.tx(ch, "openLeaf", cid, 2, value=BOND)
@@ -171,7 +179,9 @@ def move_rows(chain: Chain, games: FaultGamesContract) -> dict[str, int]:
     records2 = ([t.root for t in trees], weights, excluded_words([], k))
     cid2 = _event(
         games,
-        games.tx(sub, "postClaim", params, records2, _signers(k), value=BOND),
+        games.tx(
+            sub, "postClaim", params, records2, _signers(k), excluded_words([], k), value=BOND
+        ),
         "ClaimPosted",
         "claimId",
     )
@@ -182,7 +192,7 @@ def move_rows(chain: Chain, games: FaultGamesContract) -> dict[str, int]:
     # descent at d = 10^6 (depth 12: three reveals of 16 nodes) on a fresh claim
     cid3 = _event(
         games,
-        games.tx(sub, "postClaim", params, records, _signers(k), value=BOND),
+        games.tx(sub, "postClaim", params, records, _signers(k), excluded_words([], k), value=BOND),
         "ClaimPosted",
         "claimId",
     )
@@ -201,7 +211,7 @@ def move_rows(chain: Chain, games: FaultGamesContract) -> dict[str, int]:
     roots = [hashlib.sha256(bytes([i % 256, i // 256])).digest() for i in range(k2)]
     rec100 = (roots, [1] * k2, excluded_words([], k2))
     out["postClaim (K = 100)"] = gas(
-        games.tx(sub, "postClaim", params, rec100, _signers(k2), value=BOND)
+        games.tx(sub, "postClaim", params, rec100, _signers(k2), excluded_words([], k2), value=BOND)
     )
     for key, v in out.items():
         print(f"{key:40s} {v:>10,}", flush=True)

@@ -219,16 +219,17 @@ def issue20_rows() -> list[tuple[str, int]]:
 
 
 def issue22_hook_rows() -> list[tuple[str, int]]:
-    """Issue 22's hooks on a task bound to FaultGames (K = 5 updates, d = 778, FedAvg): the
-    claimed submission, finalize with a settled claim, rejectRefuted and
-    slashRefutedCertificate (3 signers, n = 4). Round data and claims as in the fault-proof
+    """Issue 22's hooks on a task bound to FaultGames (K = 5 updates, d = 778, FedAvg,
+    attestation window 4, three members attest every update, n = 4): the claimed submission,
+    finalize with a settled claim, rejectRefuted and slashRefutedCertificate (3 signers).
+    Round data and claims as in the fault-proof
     tests (tests/fault_support.py). Skipped on a checkout without the hooks."""
     if not hasattr(TaskContract, "set_fault_games"):
         return []
     from web3.logs import DISCARD
 
     from adapters.faultproof import FaultGamesContract, OneStepContract
-    from aggregators.faultproof import StepRule
+    from aggregators.faultproof import StepRule, fault_params_hash
     from aggregators.registry import rule_id
     from protocol.merkle import ChunkTree
     from tests.fault_support import BOND, CLAIM_BOND, CLOCK, VB, faulty, make_round
@@ -248,12 +249,14 @@ def issue22_hook_rows() -> list[tuple[str, int]]:
                 "min_updates": k,
                 "max_updates": k,
                 "submit_timeout": 10,
+                "attest_window": 4,  # a fault-proof task needs the committee's included set
             }
         )
         task = TaskContract.deploy(chain, owner, cfg)
         one = OneStepContract.deploy(chain, owner)
         games = FaultGamesContract.deploy(chain, owner, one.address, CLOCK, BOND)
-        task.set_fault_games(owner, games.address, ChunkTree(r.prev).root)
+        params_hash = fault_params_hash(r.rule, len(r.prev), VB)
+        task.set_fault_games(owner, games.address, ChunkTree(r.prev).root, params_hash)
         for a in aggs:
             task.register_aggregator(a)
         for c in clients:
@@ -263,12 +266,16 @@ def issue22_hook_rows() -> list[tuple[str, int]]:
             task.submit_update(c, 1, dg(("u", i)), r.weights[i], ChunkTree(r.ups[i]).root)
         r.clients = [c.address for c in clients]
         r.digests = [dg(("u", i)) for i in range(k)]
+        for a in aggs[:3]:  # n - f attestations fix the included set (every update)
+            task.attest(a, 1, [True] * k)
         return chain, task, owner, aggs, games
 
     def claim(games: FaultGamesContract, who: Any, state: Any) -> int:
         rule = (r.rule.rule_id, r.rule.beta_num, r.rule.beta_den)
         params = (*rule, len(r.prev), 8, VB, ChunkTree(r.prev).root, ChunkTree(state).root)
-        receipt = games.tx(who, "postClaim", params, r.records(), r.signers(), value=CLAIM_BOND)
+        receipt = games.tx(
+            who, "postClaim", params, r.records(), r.signers(), r.unincluded(), value=CLAIM_BOND
+        )
         ev = games.contract.events.ClaimPosted().process_receipt(receipt, errors=DISCARD)
         return int(ev[0]["args"]["claimId"])
 
