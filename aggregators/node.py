@@ -304,11 +304,13 @@ class AggregatorNode:
                 payload = get_by_digest(self.store, update.digest)
         except StorageError:
             return False
-        if self.fault is not None:
+        if self.fault is not None and not matches_commitment(
+            self.manifest, round_, payload, update.chunk_root
+        ):
             # fault proof: only the vector its client signed (U_i) counts as held, so an
             # update that is not is never included (a submitter excludes it as the task's
             # decision, which no exclusion game can overturn)
-            return matches_commitment(self.manifest, round_, payload, update.chunk_root)
+            return False
         return self.private is None or self.private.valid(round_, update.client, payload)
 
     def _on_disputed(self, round_: int) -> list[AggregatorEvent]:
