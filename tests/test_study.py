@@ -174,6 +174,9 @@ def test_every_issue_23_grid_is_valid_and_its_figures_have_metrics() -> None:
         "robustness-fmnist-tau",
         "robustness-fmnist-clip",
         "robustness-fmnist-sweep",
+        "robustness-fmnist-alpha",
+        "robustness-fmnist-f10",
+        "robustness-fmnist-overf",
         "robustness-fmnist-probe",
         "clients-control",
         "clients-centralized",
@@ -239,3 +242,12 @@ def test_aggregator_table_compares_each_cell_with_its_honest_twin() -> None:
     table = {t["aggregator_behaviour"]: t for t in aggregator_table(rows)}
     assert table["honest"]["identical"] == 2 and table["honest"]["seeds"] == 2
     assert table["sign_flip"]["identical"] == 1 and table["sign_flip"]["faulty_finalized"] == 0.5
+
+
+def test_experiment_help_lists_every_builtin() -> None:
+    """`fedchain experiment --help` names every builtin grid (a new one must be listed)."""
+    from fedchain.experiments.builtin import BUILTINS
+    from fedchain.options.parser import EXPERIMENT_EPILOG
+
+    listed = {line.split()[0] for line in EXPERIMENT_EPILOG.splitlines() if line.startswith("  ")}
+    assert set(BUILTINS) <= listed, sorted(set(BUILTINS) - listed)

@@ -568,6 +568,8 @@ def _add_dashboard_parser(sub: Any) -> None:
 
 EXPERIMENT_EPILOG = """\
 builtin experiments:
+  privacy     final accuracy against epsilon: local DP (Laplace, Gaussian) and
+              distributed DP with secure aggregation
   robustness  Byzantine clients (sign flip, scaling, Gaussian, label flip, ALIE, IPM
               eps 0.1 and 10) x rules (FedAvg, Median, Trimmed mean, Krum, Multi-Krum,
               Bulyan) at 20 % Byzantine clients: final-accuracy heatmap, accuracy over rounds
@@ -575,6 +577,23 @@ builtin experiments:
   clients     accuracy, wall time per round and gas per round against K clients
   recovery    gradient inversion (DLG + iDLG) by an aggregator, per defence: PSNR, SSIM
   models      each model's federated accuracy next to its centralized baseline
+ the robustness study on Fashion-MNIST (docs/robustness.md):
+  robustness-fmnist        headline: 12 rules (6 alone, 6 after NNM) x 13 attacks,
+                           IID and Dirichlet 0.1, 20 % Byzantine, 5 seeds (1,560 units)
+  robustness-fmnist-alpha  the same at Dirichlet alpha 1 and 0.3 (sweep slice)
+  robustness-fmnist-f10    the same at f = 10 % (sweep slice)
+  robustness-fmnist-overf  rules told f = 30 % while 20 % are Byzantine (sweep slice)
+  robustness-fmnist-sweep  the full factorial of the three slices (5,616 units)
+  robustness-fmnist-val    hyperparameters on the validation split
+  robustness-fmnist-tau    centred clipping's radius on the validation split
+  robustness-fmnist-clip   the always-on +-4 saturation, ablated
+  robustness-fmnist-probe  an early look at Dirichlet 0.1 (4 rules x 5 attacks)
+  aggregators-fmnist       malicious aggregators: 10 behaviours, n = 4 and 7
+  clients-control          K clients at a fixed total of 2,000 images, and centralized
+  clients-centralized      the clients grid's data trained centrally (grows with K)
+  privacy-controls         central DP (trusted aggregator) at the local-DP clip
+  privacy-clip-only        clipping alone at the privacy experiment's clips
+  recovery-real            data recovery against the updates clients really send
 
 examples:
   fedchain experiment robustness --quick          # the tiny CI grid (about a minute)
