@@ -306,8 +306,8 @@ def models(quick: bool) -> ExperimentSpec:
         title="Per-model training defaults: federated vs centralized",
         description=(
             "Each model with its default local training (clients.training.MODEL_TRAINING): "
-            "10 IID digits clients, FedAvg, 5 rounds (one aggregator: the committee does not "
-            "change the model) next to the "
+            "10 IID digits clients, FedAvg, 5 rounds (a committee of 4: the committee does "
+            "not change the model) next to the "
             "same architecture and optimiser trained centrally on the union of the clients' "
             "data for rounds x epochs epochs."
         ),
