@@ -77,6 +77,14 @@ class StepRule:
                 f"rule {name!r} has no one-step proof yet (in scope: {sorted(RULE_IDS)})"
             )
         rule = make_rule(name, params or {})
+        # INVARIANT: the step carries a chunk forward at K = 0 only, which is exactly where
+        # execute_round carries the round forward iff the rule accepts every K >= 1; a rule
+        # with a larger minimum would need the minimum as a claim parameter (docs/fault-proof.md)
+        if rule.min_updates() != 1:
+            raise RuleParameterError(
+                f"rule {name!r} needs {rule.min_updates()} updates: the one-step proof carries "
+                "a round forward at K = 0 only"
+            )
         p = dict(rule.params)
         num, den = 0, 1
         if name == "trimmed_mean":

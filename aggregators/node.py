@@ -474,13 +474,14 @@ class AggregatorNode:
 
     def _fault_view(self, round_: int, inputs: _RoundInputs, result: RoundResult) -> Any:
         """The round as a step replays it, or None when this round is outside the proof's
-        scope (the rule's result is not the step's, e.g. a round carried forward)."""
+        scope (the rule's result is not the step's). A round carried forward is in scope:
+        the step's rules carry forward at K = 0 only (``StepRule.of``), as the step does."""
         view = round_view(
             self.manifest, round_, inputs.global_payload, inputs.updates, inputs.records
         )
         if result.carried_forward:
             if view.included:
-                return None  # too few updates for the rule: the step would run it anyway
+                return None  # the view and execute_round disagree on what is included
             # nothing included: the step carries every coordinate forward (K = 0)
             view.__dict__["honest_state"] = view.prev.copy()
             return view

@@ -245,6 +245,27 @@ def test_refuted_claim_advances_the_attempt_and_slashes_its_submitter(h: Hooked)
     assert task.state_root(1) == ChunkTree(h.r.honest()).root
 
 
+def test_a_round_carried_forward_is_claimed_and_a_faulty_carry_refuted(h: Hooked) -> None:
+    """Issue 22 item 4: a round the rule carries forward (every registered update excluded,
+    K = 0: for the step's rules the only K below the minimum) still gets a claim: the step
+    carries every chunk forward, so a faulty aggregate is refuted by one honest challenger
+    and the honest carried state (the previous one) finalizes."""
+    h.r.excluded = list(range(K))  # e.g. every U_i is not its payload's
+    task, carried = h.task, h.r.prev
+    claimed = carried.copy()
+    claimed[3 * 256 + 5] += 1  # the submitter moves a coordinate of a carried round
+    agg, cid, _ = submit(h, claimed)
+    refute(h, cid, claimed, agg)
+    h.s.chain.mine(GAME_WINDOW)
+    task.reject_refuted(h.s.spare[1], 1)
+    assert task.aggregator_info(agg.address).slashed
+    submit(h, carried, "agg2")
+    h.s.chain.mine(GAME_WINDOW)
+    task.finalize(h.s.owner, 1)
+    assert task.state_root(1) == ChunkTree(carried).root
+    assert_accounting(h.s)
+
+
 def test_signers_of_a_contradicted_certificate_are_slashed(h: Hooked) -> None:
     """Three colluders (the submitter and two members: n - f of n = 4) challenge-and-uphold
     a faulty aggregate with a "not faulty" commit certificate; one honest challenger refutes
