@@ -77,9 +77,9 @@ class StepRule:
                 f"rule {name!r} has no one-step proof yet (in scope: {sorted(RULE_IDS)})"
             )
         rule = make_rule(name, params or {})
-        # INVARIANT: the step carries a chunk forward at K = 0 only, which is exactly where
-        # execute_round carries the round forward iff the rule accepts every K >= 1; a rule
-        # with a larger minimum would need the minimum as a claim parameter (docs/fault-proof.md)
+        # INVARIANT: execute_round carries a round forward when K is below the rule's minimum,
+        # the step only at K = 0: they agree iff the minimum is 1 (a larger one would have to
+        # become a claim parameter, docs/fault-proof.md)
         if rule.min_updates() != 1:
             raise RuleParameterError(
                 f"rule {name!r} needs {rule.min_updates()} updates: the one-step proof carries "
