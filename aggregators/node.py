@@ -365,7 +365,7 @@ class AggregatorNode:
                 return []
             self._last_try[("claim-too-late", round_)] = block
             return [AggregatorEvent(round_, "claim-too-late", {"attempt": chosen.attempt})]
-        claim = self._claim(round_, chosen.attempt, inputs, result, publication.payload)
+        claim = self._claim(round_, chosen.attempt, inputs, result, publication.payload, stop)
 
         def submit() -> Any:
             if claim is None:
@@ -494,17 +494,27 @@ class AggregatorNode:
         return view
 
     def _claim(
-        self, round_: int, attempt: int, inputs: _RoundInputs, result: RoundResult, payload: bytes
+        self,
+        round_: int,
+        attempt: int,
+        inputs: _RoundInputs,
+        result: RoundResult,
+        payload: bytes,
+        stop: bool = False,
     ) -> int | None:
-        """Post the claim for the published state before submitting it (fault-proof mode)."""
+        """Post the claim for the published state before submitting it (fault-proof mode);
+        with a stopping rule, commit its norm too - a wrong one when this node's published
+        ``stop`` is not the re-executed decision (the task computes stop from the norm)."""
         if self.fault is None:
             return None
         view = self._fault_view(round_, inputs, result)
         if view is None:
             return None
         state = decode_global_state(self.manifest.layout, payload).params
+        norm = self.manifest.stop_norm is not None
+        lie = None if stop == result.stop else ("false_stop" if stop else "omit_stop")
         with self.clock.phase(round_, "claim"):
-            return self.fault.claim(round_, attempt, view, state)
+            return self.fault.claim(round_, attempt, view, state, norm, lie)
 
     def _watch(self, round_: int, info: RoundInfo, known: Verification) -> list[AggregatorEvent]:
         """Check the submitter's claim against this node's re-execution; open a game."""

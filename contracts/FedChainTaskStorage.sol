@@ -31,6 +31,10 @@ interface IFaultGamesHook {
 
     /// @notice The claim's `OneStepMath` rule id (0 FedAvg, 1 FedProx, 2 Median, 3 Trimmed mean).
     function claimRule(uint256 claimId) external view returns (uint8);
+
+    /// @notice The claim's stopping-rule commitment: whether it has one, the committed squared
+    ///         update norm, and whether the claim includes no update (a carried round).
+    function claimNorm(uint256 claimId) external view returns (bool set, uint256 normSq, bool empty);
 }
 
 /// @title FedChainTaskStorage
@@ -271,7 +275,10 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     ///        (client, digest, weight and U_i of each, in order), 4 its
     ///        game window ends before the challenge window, 5 it is already refuted, 6 its
     ///        rule is not the task's `ruleId` (checked when the task names one).
+    ///        7 the task has a stopping rule and the claim no norm commitment.
     error ClaimMismatch(uint256 claimId, uint8 reason);
+    /// @notice `setStopRule` with a zero threshold or patience, after staking, or twice.
+    error BadStopRule(uint256 thresholdSq, uint256 patience);
     /// @notice `finalize` while a game on the submission's claim can still refute it.
     error ClaimUnsettled(uint256 round, uint256 claimId);
     /// @notice `finalize` of an aggregate whose claim was refuted (`rejectRefuted` discards it).
@@ -367,6 +374,11 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     /// @notice The aggregate of (`round`, `attempt`) was submitted with FaultGames claim
     ///         `claimId`; `finalize` waits until that claim is settled.
     event AggregateClaimed(uint256 indexed round, uint256 attempt, uint256 claimId);
+    /// @notice A fault-proof task's stopping rule: quiet when the claimed squared update norm
+    ///         is below `thresholdSq`, stop after `patience` consecutive quiet rounds.
+    event StopRuleSet(uint256 thresholdSq, uint256 patience);
+    /// @notice The stop counter after (`round`, `attempt`)'s claim, and its stop decision.
+    event StopCounted(uint256 indexed round, uint256 attempt, uint256 count, bool stop);
     /// @notice The claim of (`round`, `attempt`) was refuted: the aggregate is discarded, its
     ///         submitter lost `slashedAmount` (stake + aggregate bond), all burned (`reward` is 0:
     ///         the refuter is paid by FaultGames); the round re-opens at attempt + 1.
@@ -535,6 +547,15 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     mapping(uint256 round => bytes32) internal _stateRoots;
     /// @dev Client deposits locked now (registered, not released): part of the balance.
     uint256 internal _depositsHeld;
+    /// @dev Fault-proof stopping rule (`setStopRule`): T**2 in fixed-point units squared and
+    ///      the patience (0: no stopping rule); the consecutive quiet rounds after each round,
+    ///      written by its latest claimed submission (a round finalizes only its last one).
+    // slither-disable-next-line uninitialized-state
+    uint256 internal _stopThresholdSq;
+    // slither-disable-next-line uninitialized-state
+    uint256 internal _stopPatience;
+    // slither-disable-next-line uninitialized-state
+    mapping(uint256 round => uint256) internal _stopCounts;
 
     /// @param cfg Task parameters (validated by the task's constructor).
     /// @param evidence The task's equivocation-evidence checker.

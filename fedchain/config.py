@@ -340,12 +340,6 @@ class DemoConfig:
             raise bad("dispute", f"must be one of {list(DISPUTE_MODES)}")
         if self.dispute == "pbft":
             return
-        if self.stop_norm is not None:
-            raise bad(
-                "dispute",
-                "the stopping rule (--stop-norm) is checked by PBFT disputes only (a fault-proof "
-                "game replays the aggregate, not the stop decision); use --dispute pbft",
-            )
         from aggregators.faultproof import RULE_IDS
 
         if self.rule not in RULE_IDS:

@@ -83,11 +83,6 @@ CLI_CASES = [
         ["demo", "--dispute", "both", "--privacy", "secagg", "--clients", "4"],
         ["--dispute", "secagg", "hides each update"],
     ),
-    # the stopping rule's decision is checked by PBFT only (issue 23 x issue 22)
-    (
-        ["demo", "--dispute", "fault-proof", "--stop-norm", "0.5"],
-        ["--dispute", "--stop-norm", "pbft"],
-    ),
     # RPC URL scheme
     (["demo", "--rpc-url", "ftp://127.0.0.1"], ["--rpc-url", "ftp://127.0.0.1"]),
 ]

@@ -473,6 +473,13 @@ class NoFaultGames(TaskRevert):
     error_name = "NoFaultGames"
 
 
+class BadStopRule(TaskRevert):
+    """``setStopRule`` with a zero threshold or patience, after staking, or twice."""
+
+    error_name = "BadStopRule"
+    params = ("thresholdSq", "patience")
+
+
 class ClaimRequired(TaskRevert):
     """``submitAggregate`` on a fault-proof task (use ``submitAggregateWithClaim``)."""
 
@@ -601,6 +608,7 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         ZeroValue,
         FaultGamesFixed,
         NoFaultGames,
+        BadStopRule,
         ClaimRequired,
         ClaimMismatch,
         ClaimUnsettled,

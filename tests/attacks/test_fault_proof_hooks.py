@@ -65,7 +65,7 @@ def h(chain: Chain) -> Hooked:
     return make_hooked(chain)
 
 
-def make_hooked(chain: Chain, rule: str = "fedavg") -> Hooked:
+def make_hooked(chain: Chain, rule: str = "fedavg", stop: tuple[int, int] | None = None) -> Hooked:
     """A started fault-proof task whose K clients registered round 1 (rule ``rule``, named
     on-chain as the deployment names it: ``rule_id(rule)``); the round's data is FedAvg's."""
     owner, rest = chain.accounts[0], chain.accounts[1:]
@@ -86,6 +86,8 @@ def make_hooked(chain: Chain, rule: str = "fedavg") -> Hooked:
     r = make_round(StepRule.of("fedavg"))
     # fixed before anyone stakes on the task
     task.set_fault_games(owner, games.address, ChunkTree(r.prev).root)
+    if stop is not None:  # (T**2, patience)
+        task.set_stop_rule(owner, *stop)
     for a in aggregators:
         task.register_aggregator(a)
     for c in clients:

@@ -30,6 +30,7 @@ from adapters.faultproof import FaultGamesContract, OneStepContract
 from adapters.privacy_records import PrivacyRecordsContract, predicted_address
 from adapters.storage import ContentStore, LocalStore, PeerStore, open_store
 from aggregators.behaviours import HONEST, Behaviour
+from aggregators.execution import stop_rule_of
 from aggregators.fault_agent import FaultAgent
 from aggregators.key_holder import KeyHolderNode
 from aggregators.node import AggregatorNode
@@ -553,6 +554,9 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
         # contract that can slash them); every aggregate now needs its submitter's claim;
         # the claims' chain of state roots starts at the initial state's
         task.set_fault_games(deployer, games.address, ChunkTree(initial).root)
+        stop = stop_rule_of(manifest)
+        if stop is not None:  # the task counts quiet rounds from the claims' committed norms
+            task.set_stop_rule(deployer, stop.threshold**2, stop.patience)
     for acct in agg_accounts:
         task.register_aggregator(acct)
     if cfg.client_allowlist:
