@@ -54,6 +54,15 @@ class OneStepContract:
         chunk, leaf = self.chain.call(self.contract.functions.step(args))
         return bytes(chunk), bytes(leaf)
 
+    def norm_step(self, args: tuple[Any, ...]) -> tuple[int, bytes]:
+        """``OneStep.normStep``: the recomputed prefix sum S_j and its norm leaf."""
+        total, leaf = self.chain.call(self.contract.functions.normStep(args))
+        return int(total), bytes(leaf)
+
+    def chunk_norm_sq(self, prev: bytes, new: bytes, valid: int) -> int:
+        """``OneStep.chunkNormSq``: sum of (new - prev)**2 over the valid lanes."""
+        return int(self.chain.call(self.contract.functions.chunkNormSq(prev, new, valid)))
+
     def step_chunk(
         self,
         rule: int,

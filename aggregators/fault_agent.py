@@ -53,8 +53,24 @@ __all__ = [
     "round_view",
 ]
 
-_CHALLENGER_MOVES = ("openLeaf", "openDescent", "pickNode", "prove")
-_SUBMITTER_MOVES = ("postClaim", "revealLeaf", "revealNodes", "defendExclusion", "postChunk")
+_CHALLENGER_MOVES = (
+    "openLeaf",
+    "openDescent",
+    "openNormLeaf",
+    "openNormDescent",
+    "pickNode",
+    "prove",
+    "proveNorm",
+)
+_SUBMITTER_MOVES = (
+    "postClaim",
+    "commitNorm",
+    "revealLeaf",
+    "revealNormLeaf",
+    "revealNodes",
+    "defendExclusion",
+    "postChunk",
+)
 
 
 @dataclass(frozen=True)
@@ -162,11 +178,24 @@ class FaultAgent:
 
     # -- submitter -------------------------------------------------------------------------
 
-    def claim(self, round_: int, attempt: int, view: RoundView, state: np.ndarray) -> int:
-        """Post the claim for the state this aggregator publishes in (round, attempt)."""
+    def claim(
+        self,
+        round_: int,
+        attempt: int,
+        view: RoundView,
+        state: np.ndarray,
+        norm: bool = False,
+        lie: str | None = None,
+    ) -> int:
+        """Post the claim for the state this aggregator publishes in (round, attempt); on a
+        task with a stopping rule (``norm``) also commit its norm tree (``lie``: a
+        ``false_stop`` / ``omit_stop`` behaviour's wrong total, FaultPlayer.commit_norm)."""
         key = (round_, attempt)
         player = self.players.setdefault(key, FaultPlayer(self.games, self.account, view))
-        cid = player.post_claim(np.asarray(state, np.int64), self.window, self.claim_bond)
+        new = np.asarray(state, np.int64)
+        cid = player.post_claim(new, self.window, self.claim_bond)
+        if norm:
+            player.commit_norm(cid, new, lie)
         self.claims[key] = cid
         self._drain(key)
         return cid

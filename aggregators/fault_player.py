@@ -40,10 +40,19 @@ from aggregators.faultproof import (
     descent_pick,
     differing_chunks,
     excluded_words,
+    norm_step_args,
+    norm_sums,
     step_args,
 )
 from aggregators.registry import make_rule
-from protocol.merkle import CHUNK, ChunkTree, chunk_bytes, chunk_values, vector_root
+from protocol.merkle import (
+    CHUNK,
+    ChunkTree,
+    chunk_bytes,
+    chunk_values,
+    norm_leaf,
+    vector_root,
+)
 
 __all__ = ["FaultPlayer", "RoundView"]
 
@@ -52,6 +61,10 @@ LEAF: Final = 1
 EXCLUSION: Final = 2
 AVAILABILITY: Final = 3
 DESCENT: Final = 4
+NORM_LEAF: Final = 5
+NORM_DESCENT: Final = 6
+#: what an omitted stop adds to a quiet round's committed norm (above any T**2 a task sets)
+NOT_QUIET: Final = 2**200
 SUBMITTER: Final = 0
 CHALLENGER: Final = 1
 OVER: Final = 2
@@ -59,6 +72,7 @@ OVER: Final = 2
 _REFUTED: Final = 8
 _NEW_ROOT: Final = 13
 _NODES_TOPIC: Final = keccak(text="NodesRevealed(uint256,uint256,uint256,uint256,bytes32[])")
+_NORM_TOPIC: Final = keccak(text="NormLeavesRevealed(uint256,bytes32,bytes32,bytes32[])")
 
 
 _NO_CLIENT: Final = "0x" + "00" * 20
@@ -163,6 +177,15 @@ class RoundView:
     def honest_tree(self) -> ChunkTree:
         return ChunkTree(self.honest_state)
 
+    @cached_property
+    def honest_norm(self) -> list[int]:
+        """The honest round's prefix sums S_j (the stopping rule's commitment)."""
+        return norm_sums(self.prev, self.honest_state)
+
+    @cached_property
+    def honest_norm_tree(self) -> ChunkTree:
+        return ChunkTree.of_leaves(int(self.prev.size), [norm_leaf(v) for v in self.honest_norm])
+
     def records(self) -> tuple[list[bytes], list[int], list[int]]:
         """The claim's records: every U_i (the signed ones when known), the weights, the
         excluded bitmap."""
@@ -208,6 +231,7 @@ class FaultPlayer:
         self.account = account
         self.view = view
         self.claimed: dict[int, ChunkTree] = {}  # claims this player posted -> its tree
+        self.norms: dict[int, ChunkTree] = {}  # claims this player committed a norm tree for
         self.watched: set[int] = set()  # claims this player challenges
         self.moves: list[str] = []
         #: every transaction this player sent: (function, game or claim id, gas used)
@@ -238,6 +262,20 @@ class FaultPlayer:
         self.claimed[cid] = tree
         return cid
 
+    def commit_norm(self, claim_id: int, state: NDArray[np.int64], lie: str | None = None) -> None:
+        """Commit the norm tree of ``state`` (from the previous state) for a task with a
+        stopping rule. ``lie``: ``false_stop`` commits 0 as the last prefix sum (quiet),
+        ``omit_stop`` adds :data:`NOT_QUIET` to it - consistent trees whose first wrong leaf
+        is the last one (a norm step there refutes them)."""
+        sums = norm_sums(self.view.prev, state)
+        if lie == "false_stop":
+            sums[-1] = 0
+        elif lie == "omit_stop":
+            sums[-1] += NOT_QUIET
+        tree = ChunkTree.of_leaves(int(self.view.prev.size), [norm_leaf(v) for v in sums])
+        self._tx("commitNorm", claim_id, tree.root, sums[-1])
+        self.norms[claim_id] = tree
+
     # -- challenger ------------------------------------------------------------------------
 
     def watch(self, claim_id: int, claimed: NDArray[np.int64] | None = None) -> int | None:
@@ -246,7 +284,7 @@ class FaultPlayer:
         a descent. Returns the game id, or None when the claim is honest."""
         c = self.games.view("claim", claim_id)
         if bytes(c[_NEW_ROOT]) == self.view.honest_tree.root:
-            return None
+            return self._watch_norm(claim_id)
         bond = int(self.games.view("challengeBond"))
         self.watched.add(claim_id)
         if claimed is not None:
@@ -254,6 +292,22 @@ class FaultPlayer:
             receipt = self._tx("openLeaf", claim_id, j, value=bond)
         else:
             receipt = self._tx("openDescent", claim_id, value=bond)
+        ev = self.games.contract.events.GameOpened().process_receipt(receipt, errors=DISCARD)
+        return int(ev[0]["args"]["gameId"])
+
+    def _watch_norm(self, claim_id: int) -> int | None:
+        """An honest state's norm commitment: a wrong total (what the stop decision reads)
+        is challenged - over an honest tree at the last leaf, else by a norm descent."""
+        root, total, committed, _ = self.games.view("norm", claim_id)
+        honest = self.view.honest_norm_tree
+        if not committed or int(total) == self.view.honest_norm[-1]:
+            return None
+        bond = int(self.games.view("challengeBond"))
+        self.watched.add(claim_id)
+        if bytes(root) == honest.root:
+            receipt = self._tx("openNormLeaf", claim_id, honest.num_chunks - 1, value=bond)
+        else:
+            receipt = self._tx("openNormDescent", claim_id, value=bond)
         ev = self.games.contract.events.GameOpened().process_receipt(receipt, errors=DISCARD)
         return int(ev[0]["args"]["gameId"])
 
@@ -296,6 +350,8 @@ class FaultPlayer:
         if expired:
             return 0
         if turn == SUBMITTER and mine_submitter:
+            if kind in (NORM_LEAF, NORM_DESCENT):
+                return self._norm_submitter_move(gid, g, kind, self.norms[cid])
             return self._submitter_move(gid, g, kind, self.claimed[cid])
         if turn == CHALLENGER and mine_challenger:
             return self._challenger_move(gid, g, kind)
@@ -327,7 +383,55 @@ class FaultPlayer:
             return 0
         return 1
 
+    def _norm_submitter_move(self, gid: int, g: Any, kind: int, tree: ChunkTree) -> int:
+        index, j, level = int(g[7]), int(g[8]), int(g[10])
+        if kind == NORM_DESCENT:
+            self._tx("revealNodes", gid, descent_nodes(tree, level, index))
+            self.moves.append("revealNodes")
+            return 1
+        prev = (tree.leaves[j - 1], tree.proof(j - 1)) if j else (bytes(32), [])
+        self._tx("revealNormLeaf", gid, tree.leaves[j], tree.proof(j), *prev)
+        self.moves.append("revealNormLeaf")
+        return 1
+
+    def _norm_challenger_move(self, gid: int, g: Any, kind: int) -> int:
+        v = self.view
+        if kind == NORM_DESCENT:
+            level, index = int(g[10]), int(g[7])
+            nodes = self._revealed_nodes(gid)
+            pick = descent_pick(v.honest_norm_tree, level, index, nodes)
+            self._tx("pickNode", gid, nodes, 0 if pick is None else pick)
+            self.moves.append("pickNode")
+            return 1
+        j = int(g[8])
+        if bytes(g[9]) == v.honest_norm_tree.leaves[j]:
+            return 0  # S_j is right after all: let the clock settle it
+        root = bytes(self.games.view("norm", int(g[0]))[0])
+        args = norm_step_args(
+            j,
+            v.prev,
+            v.honest_state,
+            v.honest_norm[j - 1] if j else 0,
+            root,
+            self._revealed_prev_proof(gid),
+            prev_tree=v.prev_tree,
+            new_tree=v.honest_tree,
+        )
+        self._tx("proveNorm", gid, args)
+        self.moves.append("proveNorm")
+        return 1
+
+    def _revealed_prev_proof(self, gid: int) -> list[bytes]:
+        chain = self.games.chain
+        logs = chain.logs(
+            self.games.address, [_NORM_TOPIC, gid.to_bytes(32, "big")], 0, chain.block_number()
+        )
+        _, _, proof = abi_decode(["bytes32", "bytes32", "bytes32[]"], logs[-1].data)
+        return [bytes(n) for n in proof]
+
     def _challenger_move(self, gid: int, g: Any, kind: int) -> int:
+        if kind in (NORM_LEAF, NORM_DESCENT):
+            return self._norm_challenger_move(gid, g, kind)
         if kind == LEAF:
             j = int(g[8])
             if bytes(g[9]) == self.view.honest_tree.leaves[j]:

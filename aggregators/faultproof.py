@@ -28,7 +28,14 @@ from aggregators.base import MAX_VALUE_BOUND, AggregationInput
 from aggregators.registry import make_rule
 from aggregators.robust import beta_fraction
 from protocol.errors import RuleParameterError
-from protocol.merkle import CHUNK, ChunkTree, chunk_bytes, chunk_count, chunk_values
+from protocol.merkle import (
+    CHUNK,
+    ChunkTree,
+    chunk_bytes,
+    chunk_count,
+    chunk_values,
+    norm_leaf,
+)
 
 __all__ = [
     "DESCENT_STRIDE",
@@ -43,6 +50,9 @@ __all__ = [
     "differing_chunks",
     "excluded_words",
     "fault_params_hash",
+    "norm_step_args",
+    "norm_sums",
+    "norm_tree",
     "order_witness",
     "reference_chunk",
     "step_args",
@@ -80,6 +90,14 @@ class StepRule:
                 f"rule {name!r} has no one-step proof yet (in scope: {sorted(RULE_IDS)})"
             )
         rule = make_rule(name, params or {})
+        # INVARIANT: execute_round carries a round forward when K is below the rule's minimum,
+        # the step only at K = 0: they agree iff the minimum is 1 (a larger one would have to
+        # become a claim parameter, docs/fault-proof.md)
+        if rule.min_updates() != 1:
+            raise RuleParameterError(
+                f"rule {name!r} needs {rule.min_updates()} updates: the one-step proof carries "
+                "a round forward at K = 0 only"
+            )
         p = dict(rule.params)
         num, den = 0, 1
         if name == "trimmed_mean":
@@ -172,6 +190,63 @@ def step_args(
         [chunk_bytes(c) for c in chunks],
         [t.proof(j) for t in ts],
         witness,
+    )
+
+
+def norm_sums(prev_state: ArrayLike, new_state: ArrayLike) -> list[int]:
+    """The stopping rule's prefix sums: ``S_j = sum over chunks i <= j of sum (new - prev)**2``
+    (exact integers; ``S_{n-1}`` is the round's squared update norm, ``delta_norm_sq``)."""
+    p = np.asarray(prev_state, dtype=np.int64)
+    q = np.asarray(new_state, dtype=np.int64)
+    if p.shape != q.shape or p.ndim != 1:
+        raise ValueError(f"state shapes differ: {p.shape} and {q.shape}")
+    out, acc = [], 0
+    for j in range(chunk_count(int(p.size))):
+        delta = (q[j * CHUNK : (j + 1) * CHUNK] - p[j * CHUNK : (j + 1) * CHUNK]).tolist()
+        acc += sum(int(x) * int(x) for x in delta)
+        out.append(acc)
+    return out
+
+
+def norm_tree(prev_state: ArrayLike, new_state: ArrayLike) -> ChunkTree:
+    """The norm tree of a round: leaf ``j`` is ``norm_leaf(S_j)`` (``protocol.merkle``)."""
+    sums = norm_sums(prev_state, new_state)
+    return ChunkTree.of_leaves(int(np.asarray(prev_state).size), [norm_leaf(v) for v in sums])
+
+
+def norm_step_args(
+    j: int,
+    prev_state: ArrayLike,
+    new_state: ArrayLike,
+    s_prev: int,
+    norm_root: bytes,
+    s_prev_proof: Sequence[bytes],
+    *,
+    prev_tree: ChunkTree | None = None,
+    new_tree: ChunkTree | None = None,
+) -> tuple[Any, ...]:
+    """The ``OneStep.NormStep`` tuple for chunk ``j``: chunk ``j`` of the previous and the
+    new state with their openings, and ``S_{j-1} = s_prev`` (0 for ``j = 0``) with its proof
+    against the claim's ``norm_root`` (a challenger takes it from the submitter's
+    ``NormLeavesRevealed``: it knows only the honest norm tree)."""
+    p, q = np.asarray(prev_state), np.asarray(new_state)
+    d = int(p.size)
+    if not 0 <= j < chunk_count(d):
+        raise IndexError(f"chunk {j} out of range for d={d}")
+    pt = prev_tree or ChunkTree(p)
+    nt = new_tree or ChunkTree(q)
+    return (
+        d,
+        j,
+        pt.root,
+        chunk_bytes(chunk_values(p, j)),
+        pt.proof(j),
+        nt.root,
+        chunk_bytes(chunk_values(q, j)),
+        nt.proof(j),
+        norm_root,
+        int(s_prev) if j else 0,
+        list(s_prev_proof) if j else [],
     )
 
 

@@ -381,7 +381,7 @@ class AggregatorNode:
                 return []
             self._last_try[("claim-too-late", round_)] = block
             return [AggregatorEvent(round_, "claim-too-late", {"attempt": chosen.attempt})]
-        claim = self._claim(round_, chosen.attempt, inputs, result, publication.payload)
+        claim = self._claim(round_, chosen.attempt, inputs, result, publication.payload, stop)
 
         def submit() -> Any:
             if claim is None:
@@ -490,7 +490,8 @@ class AggregatorNode:
 
     def _fault_view(self, round_: int, inputs: _RoundInputs, result: RoundResult) -> Any:
         """The round as a step replays it, or None when this round is outside the proof's
-        scope (the rule's result is not the step's, e.g. a round carried forward)."""
+        scope (the rule's result is not the step's). A round carried forward is in scope:
+        the step's rules carry forward at K = 0 only (``StepRule.of``), as the step does."""
         view = round_view(
             self.manifest,
             round_,
@@ -501,7 +502,7 @@ class AggregatorNode:
         )
         if result.carried_forward:
             if view.included:
-                return None  # too few updates for the rule: the step would run it anyway
+                return None  # the view and execute_round disagree on what is included
             # nothing included: the step carries every coordinate forward (K = 0)
             view.__dict__["honest_state"] = view.prev.copy()
             return view
@@ -514,17 +515,27 @@ class AggregatorNode:
         return view
 
     def _claim(
-        self, round_: int, attempt: int, inputs: _RoundInputs, result: RoundResult, payload: bytes
+        self,
+        round_: int,
+        attempt: int,
+        inputs: _RoundInputs,
+        result: RoundResult,
+        payload: bytes,
+        stop: bool = False,
     ) -> int | None:
-        """Post the claim for the published state before submitting it (fault-proof mode)."""
+        """Post the claim for the published state before submitting it (fault-proof mode);
+        with a stopping rule, commit its norm too - a wrong one when this node's published
+        ``stop`` is not the re-executed decision (the task computes stop from the norm)."""
         if self.fault is None:
             return None
         view = self._fault_view(round_, inputs, result)
         if view is None:
             return None
         state = decode_global_state(self.manifest.layout, payload).params
+        norm = self.manifest.stop_norm is not None
+        lie = None if stop == result.stop else ("false_stop" if stop else "omit_stop")
         with self.clock.phase(round_, "claim"):
-            return self.fault.claim(round_, attempt, view, state)
+            return self.fault.claim(round_, attempt, view, state, norm, lie)
 
     def _watch(self, round_: int, info: RoundInfo, known: Verification) -> list[AggregatorEvent]:
         """Check the submitter's claim against this node's re-execution; open a game."""

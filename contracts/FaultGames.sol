@@ -42,7 +42,9 @@ contract FaultGames is ReentrancyGuardTransient {
         Leaf,
         Exclusion,
         Availability,
-        Descent
+        Descent,
+        NormLeaf,
+        NormDescent
     }
 
     /// @notice Whose move it is (or that the game is over).
@@ -87,6 +89,15 @@ contract FaultGames is ReentrancyGuardTransient {
         uint256 j;
         bytes32 leaf;
         uint256 level;
+    }
+
+    /// @notice A claim's stopping-rule commitment (docs/fault-proof.md): the root of its norm
+    ///         tree over the prefix sums S_j of sum (new - prev)**2 and the total S_{n-1}.
+    struct Norm {
+        bytes32 root;
+        uint256 sq;
+        bool set;
+        bool empty; // the claim includes no update (written at postClaim)
     }
 
     /// @notice The public parameters of a claim.
@@ -149,9 +160,17 @@ contract FaultGames is ReentrancyGuardTransient {
     ///      full costs no storage.
     mapping(uint256 claimId => mapping(uint256 word => uint256)) private _unincluded;
     mapping(address => uint256) private _credits;
+    mapping(uint256 => Norm) private _norms;
 
     /// @notice A claim was posted.
     event ClaimPosted(uint256 indexed claimId, address indexed submitter, bytes32 newRoot, uint256 bond);
+    /// @notice The submitter of `claimId` committed its round's squared update norm.
+    event NormCommitted(uint256 indexed claimId, bytes32 normRoot, uint256 normSq);
+    /// @notice Norm leaf game: the submitter revealed leaf j (`leaf`) and leaf j - 1
+    ///         (`prevLeaf`, with its proof: what the challenger's norm step opens).
+    event NormLeavesRevealed(uint256 indexed gameId, bytes32 leaf, bytes32 prevLeaf, bytes32[] prevProof);
+    /// @notice The norm step recomputed S_j (leaf `leaf`), unlike the submitter's leaf.
+    event NormProven(uint256 indexed gameId, uint256 j, uint256 sum, bytes32 leaf);
     /// @notice A game was opened against `claimId`.
     event GameOpened(uint256 indexed gameId, uint256 indexed claimId, address challenger, Kind kind, uint256 index, uint256 j);
     /// @notice Descent: the submitter revealed `nodes`, the children `levels` levels below
@@ -224,6 +243,8 @@ contract FaultGames is ReentrancyGuardTransient {
     error BadPick(uint256 gameId, uint256 pick);
     /// @notice The claim cannot be released yet (window open, games open) or was refuted.
     error NotReleasable(uint256 claimId);
+    /// @notice The claim has no norm commitment (norm games), or already has one.
+    error NormCommitment(uint256 claimId, bool set);
     /// @notice Nothing to withdraw.
     error NothingToWithdraw(address account);
     /// @notice The transfer of a withdrawal failed.
@@ -286,7 +307,9 @@ contract FaultGames is ReentrancyGuardTransient {
         c.newRoot = p.newRoot;
         c.recordsHash = keccak256(abi.encode(r.roots, r.weights));
         c.excludedHash = keccak256(abi.encode(r.excluded));
-        c.inputsHash = _inputsHash(r);
+        uint256 included;
+        (c.inputsHash, included) = _inputsHash(r);
+        if (included == 0) _norms[claimId].empty = true;
         c.accumulator = _accumulator(r, s);
         emit ClaimPosted(claimId, msg.sender, p.newRoot, msg.value);
     }
@@ -306,7 +329,7 @@ contract FaultGames is ReentrancyGuardTransient {
     }
 
     /// @notice keccak256(abi.encode(includedRoots, includedWeights)): the step's inputs.
-    function _inputsHash(Records calldata rec) private pure returns (bytes32) {
+    function _inputsHash(Records calldata rec) private pure returns (bytes32, uint256) {
         uint256 n = rec.roots.length;
         uint256 m = 0;
         bytes32[] memory r = new bytes32[](n);
@@ -322,7 +345,7 @@ contract FaultGames is ReentrancyGuardTransient {
             mstore(r, m)
             mstore(w, m)
         }
-        return keccak256(abi.encode(r, w));
+        return (keccak256(abi.encode(r, w)), m);
     }
 
     /// @dev The records' accumulator and count, as `claimHook` returns them: weights were
@@ -406,6 +429,32 @@ contract FaultGames is ReentrancyGuardTransient {
         }
     }
 
+    /// @notice Commit the claim's norm root and total squared norm (its submitter, once,
+    ///         while the claim is live and its window open): what the stopping rule reads.
+    function commitNorm(uint256 claimId, bytes32 normRoot, uint256 normSq) external {
+        Claim storage c = _claim(claimId);
+        // INVARIANT: only the submitter commits, once, on a live claim inside its window.
+        if (msg.sender != c.submitter) revert NotYourMove(type(uint256).max, msg.sender);
+        if (c.refuted || c.released) revert ClaimClosed(claimId);
+        if (block.number > c.windowEnd) revert WindowClosed(claimId, c.windowEnd);
+        if (_norms[claimId].set) revert NormCommitment(claimId, true);
+        _norms[claimId] = Norm(normRoot, normSq, true, _norms[claimId].empty);
+        emit NormCommitted(claimId, normRoot, normSq);
+    }
+
+    /// @notice The claim's norm commitment for the task's stopping rule (`IFaultGamesHook`).
+    function claimNorm(uint256 claimId) external view returns (bool set, uint256 normSq, bool empty) {
+        _claim(claimId);
+        Norm storage nm = _norms[claimId];
+        return (nm.set, nm.sq, nm.empty);
+    }
+
+    /// @notice The claim's norm commitment (`set` false: none).
+    function norm(uint256 claimId) external view returns (Norm memory) {
+        _claim(claimId);
+        return _norms[claimId];
+    }
+
     /// @notice Whether the claim was refuted.
     function refuted(uint256 claimId) external view returns (bool) {
         return _claim(claimId).refuted;
@@ -440,6 +489,28 @@ contract FaultGames is ReentrancyGuardTransient {
         _games[gameId].leaf = c.newRoot;
     }
 
+    /// @notice Open a norm leaf game on leaf `j` of the claim's norm tree (bond:
+    ///         challengeBond). The submitter reveals it; the challenger proves (proveNorm).
+    function openNormLeaf(uint256 claimId, uint256 j) external payable returns (uint256) {
+        _requireNorm(claimId);
+        return _open(claimId, Kind.NormLeaf, 0, j);
+    }
+
+    /// @notice A descent (as openDescent) over the claim's norm tree.
+    function openNormDescent(uint256 claimId) external payable returns (uint256 gameId) {
+        bytes32 root = _requireNorm(claimId);
+        gameId = _open(claimId, Kind.NormDescent, 0, 0);
+        _games[gameId].level = ChunkMerkle.depth(_claims[claimId].dim);
+        _games[gameId].leaf = root;
+    }
+
+    function _requireNorm(uint256 claimId) private view returns (bytes32) {
+        Norm storage nm = _norms[claimId];
+        // INVARIANT: norm games need the claim's norm commitment.
+        if (!nm.set) revert NormCommitment(claimId, false);
+        return nm.root;
+    }
+
     /// @notice Accuse the claim of excluding update `index` without reason. The submitter
     ///         must show it bad (defendExclusion) on its clock. Refused on an update the claim
     ///         declares the task did not include (`unincluded`): that is the task's decision
@@ -467,7 +538,10 @@ contract FaultGames is ReentrancyGuardTransient {
         if (msg.value != challengeBond) revert WrongBond(msg.value, challengeBond);
         // INVARIANT: a challenge the submitter could not answer is refused: the named chunk
         // exists, the named update exists (an honest submitter never loses on its clock).
-        if (kind != Kind.Descent && kind != Kind.Exclusion && j >= ChunkMerkle.chunkCount(c.dim)) {
+        if (
+            kind != Kind.Descent && kind != Kind.NormDescent && kind != Kind.Exclusion
+                && j >= ChunkMerkle.chunkCount(c.dim)
+        ) {
             revert BadChallenge(kind, index, j);
         }
         if ((kind == Kind.Exclusion || kind == Kind.Availability) && index >= c.numRecords) {
@@ -509,18 +583,53 @@ contract FaultGames is ReentrancyGuardTransient {
         emit LeafRevealed(gameId, leaf);
     }
 
+    /// @notice Norm leaf game, submitter's move: reveal leaves j and j - 1 (none for j = 0)
+    ///         of the claim's norm tree with their proofs. The challenger, who knows only the
+    ///         honest tree, takes S_{j-1}'s proof from NormLeavesRevealed for its norm step.
+    function revealNormLeaf(
+        uint256 gameId,
+        bytes32 leaf,
+        bytes32[] calldata proof,
+        bytes32 prevLeaf,
+        bytes32[] calldata prevProof
+    ) external {
+        Game storage g = _game(gameId);
+        _move(gameId, g, Kind.NormLeaf, Turn.Submitter, false);
+        Claim storage c = _claims[g.claimId];
+        bytes32 root = _norms[g.claimId].root;
+        // INVARIANT: the revealed leaves are the submitter's committed S_j and S_{j-1}.
+        if (
+            !ChunkMerkle.verify(root, c.dim, g.j, leaf, proof)
+                || (g.j != 0 && !ChunkMerkle.verify(root, c.dim, g.j - 1, prevLeaf, prevProof))
+        ) revert BadLeafProof(gameId, g.j);
+        g.leaf = leaf;
+        g.turn = Turn.Challenger;
+        emit NormLeavesRevealed(gameId, leaf, prevLeaf, prevProof);
+        _checkLastNormLeaf(gameId, g, c);
+    }
+
+    /// @dev A norm tree whose last leaf is not the committed total refutes the claim at once.
+    function _checkLastNormLeaf(uint256 gameId, Game storage g, Claim storage c) private {
+        // INVARIANT: S_{n-1} is the committed normSq.
+        if (g.j + 1 == ChunkMerkle.chunkCount(c.dim) && g.leaf != ChunkMerkle.normLeaf(_norms[g.claimId].sq)) {
+            _challengerWins(gameId, g);
+        }
+    }
+
     /// @notice Descent, submitter's move: reveal the 2**m nodes (m = min(DESCENT_STRIDE,
     ///         level)) m levels below the current node, left to right.
     function revealNodes(uint256 gameId, bytes32[] calldata nodes) external {
         Game storage g = _game(gameId);
-        _move(gameId, g, Kind.Descent, Turn.Submitter, false);
+        bool isNorm = g.kind == Kind.NormDescent;
+        _move(gameId, g, isNorm ? Kind.NormDescent : Kind.Descent, Turn.Submitter, false);
         Claim storage c = _claims[g.claimId];
         uint256 m = g.level < DESCENT_STRIDE ? g.level : DESCENT_STRIDE;
         // INVARIANT: the revealed nodes hash up to the node both sides agreed on.
         if (nodes.length != 1 << m) revert BadNodes(gameId, nodes.length, 1 << m);
         bytes32 top = _hashUp(nodes);
         bool atRoot = g.level == ChunkMerkle.depth(c.dim) && g.index == 0 && g.j == 0;
-        if (atRoot ? ChunkMerkle.rootOf(c.dim, top) != c.newRoot : top != g.leaf) {
+        bytes32 root = isNorm ? _norms[g.claimId].root : c.newRoot;
+        if (atRoot ? ChunkMerkle.rootOf(c.dim, top) != root : top != g.leaf) {
             revert BadNodes(gameId, nodes.length, 1 << m);
         }
         g.j = 1; // the root has been opened
@@ -534,7 +643,8 @@ contract FaultGames is ReentrancyGuardTransient {
     ///         `index` (a non-empty node in an empty leaf slot refutes the claim at once).
     function pickNode(uint256 gameId, bytes32[] calldata nodes, uint256 pick) external {
         Game storage g = _game(gameId);
-        _move(gameId, g, Kind.Descent, Turn.Challenger, true);
+        bool isNorm = g.kind == Kind.NormDescent;
+        _move(gameId, g, isNorm ? Kind.NormDescent : Kind.Descent, Turn.Challenger, true);
         // INVARIANT: the challenger picks among exactly the nodes the submitter revealed.
         if (keccak256(abi.encode(nodes)) != g.leaf) revert BadNodes(gameId, nodes.length, 0);
         if (pick >= nodes.length) revert BadPick(gameId, pick);
@@ -554,10 +664,11 @@ contract FaultGames is ReentrancyGuardTransient {
             _challengerWins(gameId, g);
             return;
         }
-        g.kind = Kind.Leaf;
+        g.kind = isNorm ? Kind.NormLeaf : Kind.Leaf;
         g.j = g.index;
         g.index = 0;
-        g.turn = Turn.Challenger;
+        // a norm leaf needs S_{j-1}'s opening too: the submitter reveals both (revealNormLeaf)
+        g.turn = isNorm ? Turn.Submitter : Turn.Challenger;
         emit LeafRevealed(gameId, g.leaf);
     }
 
@@ -592,6 +703,24 @@ contract FaultGames is ReentrancyGuardTransient {
         // INVARIANT: a step on a correct chunk reverts; only a wrong chunk refutes.
         if (leaf == g.leaf) revert ChunkCorrect(gameId, g.j);
         emit StepProven(gameId, g.j, leaf, chunk);
+        _challengerWins(gameId, g);
+    }
+
+    /// @notice Norm leaf game, challenger's move: the norm step. Reverts with ChunkCorrect
+    ///         when the recomputed S_j's leaf equals the submitter's; otherwise refutes.
+    function proveNorm(uint256 gameId, OneStep.NormStep calldata s) external {
+        Game storage g = _game(gameId);
+        _move(gameId, g, Kind.NormLeaf, Turn.Challenger, true);
+        Claim storage c = _claims[g.claimId];
+        // INVARIANT: the norm step reads the claim's chunk j, previous and new state, norm root.
+        if (
+            s.dim != c.dim || s.j != g.j || s.prevRoot != c.prevRoot || s.newRoot != c.newRoot
+                || s.normRoot != _norms[g.claimId].root
+        ) revert StepMismatch(gameId);
+        (uint256 sum, bytes32 leaf) = oneStep.normStep(s);
+        // INVARIANT: a norm step on a correct leaf reverts; only a wrong S_j refutes.
+        if (leaf == g.leaf) revert ChunkCorrect(gameId, g.j);
+        emit NormProven(gameId, g.j, sum, leaf);
         _challengerWins(gameId, g);
     }
 

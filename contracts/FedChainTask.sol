@@ -698,6 +698,15 @@ contract FedChainTask is FedChainTaskStorage {
         _delegateToDisputes();
     }
 
+    /// @notice The stopping rule of a fault-proof task (issue 22): a round is quiet when its
+    ///         claim's committed squared update norm is below `thresholdSq`; the task
+    ///         completes after `patience` consecutive quiet rounds. Owner only, once, after
+    ///         `setFaultGames` and before the first aggregator registers.
+    function setStopRule(uint256 thresholdSq, uint256 patience) external {
+        (thresholdSq, patience); // forwarded in msg.data
+        _delegateToDisputes();
+    }
+
     /// @notice `submitAggregate` on a fault-proof task: also binds FaultGames claim `claimId`,
     ///         which must be the caller's, start from the last finalized state root, cover
     ///         the round's registered updates, declare not included exactly those outside the

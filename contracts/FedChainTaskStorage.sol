@@ -37,6 +37,10 @@ interface IFaultGamesHook {
         external
         view
         returns (uint8 rule, bytes32 paramsHash, uint256[] memory unincluded);
+
+    /// @notice The claim's stopping-rule commitment: whether it has one, the committed squared
+    ///         update norm, and whether the claim includes no update (a carried round).
+    function claimNorm(uint256 claimId) external view returns (bool set, uint256 normSq, bool empty);
 }
 
 /// @title FedChainTaskStorage
@@ -283,8 +287,11 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     ///        rule is not the task's `ruleId` (checked when the task names one), 7 its step
     ///        parameters (rule, beta, dimension, value bound) are not the task's
     ///        (`faultParamsHash`), 8 the records it declares not included are not exactly
-    ///        those outside the round's included set.
+    ///        those outside the round's included set, 9 the task has a stopping rule
+    ///        and the claim no norm commitment.
     error ClaimMismatch(uint256 claimId, uint8 reason);
+    /// @notice `setStopRule` with a zero threshold or patience, after staking, or twice.
+    error BadStopRule(uint256 thresholdSq, uint256 patience);
     /// @notice `finalize` while a game on the submission's claim can still refute it.
     error ClaimUnsettled(uint256 round, uint256 claimId);
     /// @notice `finalize` of an aggregate whose claim was refuted (`rejectRefuted` discards it).
@@ -381,6 +388,11 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     /// @notice The aggregate of (`round`, `attempt`) was submitted with FaultGames claim
     ///         `claimId`; `finalize` waits until that claim is settled.
     event AggregateClaimed(uint256 indexed round, uint256 attempt, uint256 claimId);
+    /// @notice A fault-proof task's stopping rule: quiet when the claimed squared update norm
+    ///         is below `thresholdSq`, stop after `patience` consecutive quiet rounds.
+    event StopRuleSet(uint256 thresholdSq, uint256 patience);
+    /// @notice The stop counter after (`round`, `attempt`)'s claim, and its stop decision.
+    event StopCounted(uint256 indexed round, uint256 attempt, uint256 count, bool stop);
     /// @notice The claim of (`round`, `attempt`) was refuted: the aggregate is discarded, its
     ///         submitter lost `slashedAmount` (stake + aggregate bond), all burned (`reward` is 0:
     ///         the refuter is paid by FaultGames); the round re-opens at attempt + 1.
@@ -554,6 +566,15 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     ///      `FaultGames.claimBinding` hash (set by `setFaultGames`; fault-proof tasks only).
     // slither-disable-next-line uninitialized-state
     bytes32 internal _faultParamsHash;
+    /// @dev Fault-proof stopping rule (`setStopRule`): T**2 in fixed-point units squared and
+    ///      the patience (0: no stopping rule); the consecutive quiet rounds after each round,
+    ///      written by its latest claimed submission (a round finalizes only its last one).
+    // slither-disable-next-line uninitialized-state
+    uint256 internal _stopThresholdSq;
+    // slither-disable-next-line uninitialized-state
+    uint256 internal _stopPatience;
+    // slither-disable-next-line uninitialized-state
+    mapping(uint256 round => uint256) internal _stopCounts;
 
     /// @param cfg Task parameters (validated by the task's constructor).
     /// @param evidence The task's equivocation-evidence checker.

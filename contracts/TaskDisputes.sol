@@ -193,6 +193,18 @@ contract TaskDisputes is FedChainTaskStorage {
         emit FaultGamesSet(games, initialStateRoot, paramsHash);
     }
 
+    /// @notice Body of `FedChainTask.setStopRule` (see its NatSpec), run by DELEGATECALL.
+    function setStopRule(uint256 thresholdSq, uint256 patience) external onlyOwner onlyDelegated {
+        // INVARIANT: fixed on a fault-proof task before anyone stakes, once, and non-zero.
+        if (!_faultProof) revert NoFaultGames();
+        if (_aggregators.length != 0 || _stopPatience != 0 || thresholdSq == 0 || patience == 0) {
+            revert BadStopRule(thresholdSq, patience);
+        }
+        _stopThresholdSq = thresholdSq;
+        _stopPatience = patience;
+        emit StopRuleSet(thresholdSq, patience);
+    }
+
     /// @notice Body of `FedChainTask.submitAggregateWithClaim` (see its NatSpec), run by
     ///         DELEGATECALL.
     function submitAggregateWithClaim(uint256 round, bytes32 digest, uint256 claimId)
@@ -222,7 +234,8 @@ contract TaskDisputes is FedChainTaskStorage {
         // INVARIANT: a refuted claim backs no aggregate.
         if (isRefuted) revert ClaimMismatch(claimId, 5);
         uint256[] memory unincluded = _checkParams(games, claimId);
-        rs = _submitAggregate(round, digest, false);
+        bool stop = _stopPatience != 0 && _stopOf(round, rs.attempt, claimId, games);
+        rs = _submitAggregate(round, digest, stop);
         // INVARIANT: the claim declares not included exactly the updates outside the round's
         // included set (fixed now: `_submitAggregate` runs only once availability is fixed).
         if (!_isUnincludedSet(round, rs, unincluded)) revert ClaimMismatch(claimId, 8);
@@ -269,6 +282,23 @@ contract TaskDisputes is FedChainTaskStorage {
             if (declared[w] != (~Availability.atLeast(counter, threshold) & valid)) return false;
         }
         return true;
+    }
+
+    /// @dev The stop counter after `round` from the claim's committed norm (the games make it
+    ///      the honest one): unchanged for a carried round (nothing included), +1 when quiet,
+    ///      else 0; the round stops the task when the counter reaches the patience.
+    function _stopOf(uint256 round, uint256 attempt, uint256 claimId, IFaultGamesHook games)
+        private
+        returns (bool stop)
+    {
+        (bool set, uint256 normSq, bool empty) = games.claimNorm(claimId);
+        // INVARIANT: a stop task's claim commits the round's squared update norm.
+        if (!set) revert ClaimMismatch(claimId, 9);
+        uint256 count = _stopCounts[round - 1];
+        if (!empty) count = normSq < _stopThresholdSq ? count + 1 : 0;
+        _stopCounts[round] = count;
+        stop = !empty && count >= _stopPatience;
+        emit StopCounted(round, attempt, count, stop);
     }
 
     /// @dev The task-level rule id (sha256 of the rule's name, `aggregators.registry.rule_id`)

@@ -347,12 +347,6 @@ class DemoConfig:
                 "an update the committee did not include from one the submitter excluded); "
                 "use --attest-window 1 or more",
             )
-        if self.stop_norm is not None:
-            raise bad(
-                "dispute",
-                "the stopping rule (--stop-norm) is checked by PBFT disputes only (a fault-proof "
-                "game replays the aggregate, not the stop decision); use --dispute pbft",
-            )
         from aggregators.faultproof import RULE_IDS
 
         if self.rule not in RULE_IDS:

@@ -16,9 +16,15 @@ padded with zeros to 256 coordinates. Byte layouts (``‖`` is concatenation):
 * root: ``keccak256(0x02 ‖ uint64_be(d) ‖ top)`` (41 bytes hashed) - the length is bound
   into the root, so a proof also fixes how many coordinates the last chunk holds.
 
+A *norm tree* (the stopping rule's commitment under the fault proof, docs/fault-proof.md) has
+the same shape and root domain over ``n`` leaves ``keccak256(0x03 ‖ uint256_be(S_j))``, the
+prefix sums of a round's squared update norm per chunk (:func:`norm_leaf`,
+:meth:`ChunkTree.of_leaves`).
+
 A proof for chunk ``j`` is the ``depth`` sibling hashes from the leaf upward; bit ``l`` of
-``j`` says whether the node at level ``l`` is a right child. The three prefixes keep leaves,
-nodes and roots in disjoint domains (a node can never be passed off as a leaf and vice versa).
+``j`` says whether the node at level ``l`` is a right child. The four prefixes keep leaves,
+norm leaves, nodes and roots in disjoint domains (a node can never be passed off as a leaf
+and vice versa).
 
 Pure functions; numpy and keccak only.
 """
@@ -38,6 +44,7 @@ __all__ = [
     "EMPTY",
     "LEAF_PREFIX",
     "NODE_PREFIX",
+    "NORM_PREFIX",
     "ROOT_PREFIX",
     "ChunkTree",
     "chunk_bytes",
@@ -45,6 +52,7 @@ __all__ = [
     "chunk_values",
     "leaf_hash",
     "node_hash",
+    "norm_leaf",
     "root_of",
     "tree_depth",
     "vector_root",
@@ -58,6 +66,7 @@ CHUNK_BYTES: Final = 4 * CHUNK
 LEAF_PREFIX: Final = b"\x00"
 NODE_PREFIX: Final = b"\x01"
 ROOT_PREFIX: Final = b"\x02"
+NORM_PREFIX: Final = b"\x03"
 #: Hash of an empty leaf slot.
 EMPTY: Final = bytes(32)
 
@@ -115,6 +124,13 @@ def leaf_hash(payload: bytes) -> bytes:
     return keccak(LEAF_PREFIX + payload)
 
 
+def norm_leaf(s: int) -> bytes:
+    """``keccak256(0x03 ‖ uint256_be(s))``: a norm tree's leaf for prefix sum ``s``."""
+    if not 0 <= s < 2**256:
+        raise ValueError("a norm prefix sum is a uint256")
+    return keccak(NORM_PREFIX + s.to_bytes(32, "big"))
+
+
 def node_hash(left: bytes, right: bytes) -> bytes:
     """``keccak256(0x01 ‖ left ‖ right)``."""
     return keccak(NODE_PREFIX + left + right)
@@ -137,9 +153,23 @@ class ChunkTree:
         padded = np.zeros(n * CHUNK, dtype=">i4")
         padded[: self.dim] = a
         raw = padded.tobytes()
-        self.leaves: list[bytes] = [
-            keccak(LEAF_PREFIX + raw[i * CHUNK_BYTES : (i + 1) * CHUNK_BYTES]) for i in range(n)
-        ]
+        self._build(
+            [keccak(LEAF_PREFIX + raw[i * CHUNK_BYTES : (i + 1) * CHUNK_BYTES]) for i in range(n)]
+        )
+
+    @classmethod
+    def of_leaves(cls, d: int, leaves: Sequence[bytes]) -> ChunkTree:
+        """The tree of a ``d``-vector's shape over given leaf hashes (a norm tree)."""
+        if len(leaves) != chunk_count(d):
+            raise ValueError(f"a d={d} tree has {chunk_count(d)} leaves, got {len(leaves)}")
+        tree = cls.__new__(cls)
+        tree.dim = d
+        tree._build(list(leaves))
+        return tree
+
+    def _build(self, leaves: list[bytes]) -> None:
+        n = len(leaves)
+        self.leaves: list[bytes] = leaves
         self.depth = tree_depth(self.dim)
         level = self.leaves + [EMPTY] * ((1 << self.depth) - n) if n else []
         self.levels: list[list[bytes]] = [level]

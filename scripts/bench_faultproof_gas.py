@@ -39,6 +39,9 @@ from aggregators.faultproof import (
     StepRule,
     descent_nodes,
     excluded_words,
+    norm_step_args,
+    norm_sums,
+    norm_tree,
     step_args,
 )
 from protocol.merkle import CHUNK, ChunkTree, chunk_bytes, chunk_values, tree_depth
@@ -129,6 +132,32 @@ def step_rows(
                     }
                 )
                 print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def norm_rows(chain: Chain, one: OneStepContract) -> list[dict[str, Any]]:
+    """``OneStep.normStep`` (the stopping rule's one-step check, prototype) for d in
+    {10^4, 10^6} on a full chunk: three openings (previous state, claimed state, S_{j-1});
+    independent of K."""
+    acct = chain.accounts[0]
+    rows = []
+    for d in (10**4, 10**6):
+        rng = np.random.default_rng(d)
+        prev = rng.integers(-(2**24), 2**24, size=d).astype(np.int64)
+        new = prev + rng.integers(-VB, VB + 1, size=d)
+        sums = norm_sums(prev, new)
+        tree = norm_tree(prev, new)
+        args = norm_step_args(1, prev, new, sums[0], tree.root, tree.proof(0))
+        call = one.contract.functions.normStep(args)
+        rows.append(
+            {
+                "d": d,
+                "depth": tree_depth(d),
+                "calldata_bytes": len(call._encode_transaction_data()) // 2 - 1,
+                "norm_step_gas": gas(chain.transact(acct, call, "normStep")),
+            }
+        )
+        print(rows[-1], flush=True)
     return rows
 
 
@@ -281,6 +310,7 @@ def registration_rows(chain: Chain) -> dict[str, int]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="gas of the fault proof")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--norm-only", action="store_true", help="measure OneStep.normStep only")
     args = ap.parse_args(argv)
     with (
         tempfile.TemporaryDirectory(prefix="bench-faultproof-") as tmp,
@@ -293,15 +323,15 @@ def main(argv: list[str] | None = None) -> int:
         chain = Chain.connect(anvil.url, funding_key=anvil.funding_key, num_accounts=110)
         one = OneStepContract.deploy(chain, chain.accounts[0])
         games = FaultGamesContract.deploy(chain, chain.accounts[0], one.address, CLOCK, BOND)
-        result: dict[str, Any] = {
-            "moves": move_rows(chain, games),
-            "registration": registration_rows(chain),
-            "step": step_rows(chain, one, games),
-        }
+        result: dict[str, Any] = {"norm_step": norm_rows(chain, one)}
+        if not args.norm_only:
+            result["moves"] = move_rows(chain, games)
+            result["registration"] = registration_rows(chain)
+            result["step"] = step_rows(chain, one, games)
     print()
     print("| d | K | depth | rule | calldata bytes | OneStep.step gas | FaultGames.prove gas |")
     print("|---|---|---|---|---|---|---|")
-    for r in result["step"]:
+    for r in result.get("step", []):
         cap = "" if r["under_cap"] else " (over the 16.7M cap)"
         print(
             f"| {r['d']:,} | {r['K']} | {r['depth']} | {r['rule']} | {r['calldata_bytes']:,} "

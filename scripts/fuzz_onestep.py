@@ -5,8 +5,10 @@ random chunks and compare ``OneStep.stepChunk`` (an ``eth_call`` on a local anvi
 ``adapters.services.AnvilService``) with :func:`aggregators.faultproof.reference_chunk` (the
 real Python rule on the chunk's columns). Case mix: odd and even K (1..40, sometimes up to
 100), ties (values in -3..3), half-way rounding (equal weights, odd sums), saturation (full
-int32 inputs and a previous state at the int32 edges), carry-forward (all-zero updates) and a
-partial last chunk (random number of valid lanes). A mismatch prints the case and exits 1.
+int32 inputs and a previous state at the int32 edges), carry-forward (all-zero updates), K
+below the rule's minimum (``below_min``: K in [0, min_updates), the round execute_round carries
+forward; K = 0 for every rule in scope) and a partial last chunk (random number of valid lanes).
+A mismatch prints the case and exits 1.
 
 Usage::
 
@@ -33,6 +35,7 @@ from adapters.chain import Chain
 from adapters.faultproof import OneStepContract
 from adapters.services import AnvilService
 from aggregators.faultproof import StepRule, order_witness, reference_chunk
+from aggregators.registry import make_rule
 from protocol.merkle import CHUNK, chunk_bytes
 
 RULES = [
@@ -42,7 +45,7 @@ RULES = [
     StepRule.of("trimmed_mean", {"beta": 0.1}),
     StepRule.of("trimmed_mean", {"beta": 0.3}),
 ]
-KINDS = ("plain", "ties", "halfway", "saturate", "carry")
+KINDS = ("plain", "ties", "halfway", "saturate", "carry", "below_min")
 #: cases sent per JSON-RPC batch (one HTTP request)
 BATCH = 16
 _SIG = "stepChunk(uint8,uint256,uint256,uint256,bytes,bytes[],uint256[],bytes)"
@@ -73,9 +76,12 @@ def eth_call_batch(session: requests.Session, url: str, to: str, datas: list[byt
     return out
 
 
-def draw(rng: np.random.Generator, kind: str) -> tuple[Any, Any, list[int], int]:
-    """One random case: (prev (256,), inputs (K, 256), weights, valid lanes)."""
+def draw(rng: np.random.Generator, kind: str, kmin: int = 1) -> tuple[Any, Any, list[int], int]:
+    """One random case: (prev (256,), inputs (K, 256), weights, valid lanes); ``kmin`` is the
+    rule's minimum K (``below_min`` draws K below it)."""
     k = int(rng.integers(1, 101)) if rng.random() < 0.05 else int(rng.integers(1, 41))
+    if kind == "below_min":
+        k = int(rng.integers(0, kmin))
     valid = CHUNK if rng.random() < 0.7 else int(rng.integers(1, CHUNK + 1))
     prev = rng.integers(-(2**31), 2**31, size=CHUNK)
     w = rng.integers(1, 2**32, size=k)
@@ -126,12 +132,13 @@ def main(argv: list[str] | None = None) -> int:
             if rule.sorted_rule and rule.name == "trimmed_mean":
                 label = f"trimmed_mean({rule.beta_num}/{rule.beta_den})"
             rng = np.random.default_rng([args.seed, rule.rule_id, rule.beta_num])
+            kmin = make_rule(rule.name, rule.params).min_updates()
             per_kind = dict.fromkeys(KINDS, 0)
             for b0 in range(0, args.n, BATCH):
                 cases, datas, wants = [], [], []
                 for n in range(b0, min(args.n, b0 + BATCH)):
                     kind = KINDS[n % len(KINDS)]
-                    prev, x, w, valid = draw(rng, kind)
+                    prev, x, w, valid = draw(rng, kind, kmin)
                     wants.append(chunk_bytes(reference_chunk(rule, prev, x, w, valid)))
                     wit = order_witness(x, valid) if rule.sorted_rule else b""
                     call = [

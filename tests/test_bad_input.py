@@ -83,11 +83,6 @@ CLI_CASES = [
         ["demo", "--dispute", "both", "--privacy", "secagg", "--clients", "4"],
         ["--dispute", "secagg", "hides each update"],
     ),
-    # the stopping rule's decision is checked by PBFT only (issue 23 x issue 22)
-    (
-        ["demo", "--dispute", "fault-proof", "--stop-norm", "0.5"],
-        ["--dispute", "--stop-norm", "pbft"],
-    ),
     # the fault proof needs the committee's included set (issue 22, item 1)
     (
         ["demo", "--dispute", "fault-proof", "--attest-window", "0"],

@@ -32,8 +32,12 @@ def one_step(chain: Chain) -> OneStepContract:
     return OneStepContract.deploy(chain, chain.accounts[0])
 
 
-def _case(rng: np.random.Generator, kind: str) -> tuple[np.ndarray, np.ndarray, list[int], int]:
-    k = int(rng.integers(1, 12))
+def _case(
+    rng: np.random.Generator, kind: str, kmin: int = 1
+) -> tuple[np.ndarray, np.ndarray, list[int], int]:
+    """One chunk case; ``below_min`` draws K below the rule's minimum ``kmin`` (the round
+    execute_round carries forward)."""
+    k = int(rng.integers(0, kmin)) if kind == "below_min" else int(rng.integers(1, 12))
     valid = CHUNK if rng.random() < 0.6 else int(rng.integers(1, CHUNK))
     if kind == "ties":
         x = rng.integers(-3, 4, size=(k, CHUNK))
@@ -54,8 +58,9 @@ def _case(rng: np.random.Generator, kind: str) -> tuple[np.ndarray, np.ndarray, 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: f"{r.name}-{r.beta_num}/{r.beta_den}")
 def test_solidity_step_equals_python_rule(one_step: OneStepContract, rule: StepRule) -> None:
     rng = np.random.default_rng(rule.rule_id * 100 + rule.beta_num)
-    for n in range(9):
-        prev, x, w, valid = _case(rng, ["plain", "ties", "saturate"][n % 3])
+    kmin = make_rule(rule.name, rule.params).min_updates()
+    for n in range(12):
+        prev, x, w, valid = _case(rng, ["plain", "ties", "saturate", "below_min"][n % 4], kmin)
         want = reference_chunk(rule, prev, x, w, valid)
         wit = order_witness(x, valid) if rule.sorted_rule else b""
         got = one_step.step_chunk(
@@ -88,6 +93,48 @@ def test_halfway_rounding_and_carry_forward(one_step: OneStepContract) -> None:
     for rule in (fedavg, median):
         got = one_step.step_chunk(rule.rule_id, 0, 1, 100, chunk_bytes(prev), [], [], b"")
         assert got == chunk_bytes(prev[:100])  # carried forward, padding zero
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("fedavg", {}),
+        ("fedprox", {"mu": 0.1}),
+        ("median", {}),
+        ("trimmed_mean", {"beta": 0.0}),
+        ("trimmed_mean", {"beta": 0.3}),
+        ("trimmed_mean", {"beta": 0.49}),
+    ],
+)
+def test_a_round_is_carried_forward_exactly_where_the_step_carries(
+    name: str, params: dict[str, Any]
+) -> None:
+    """execute_round carries a round forward when fewer valid updates remain than the rule
+    needs; for every rule with a one-step proof that is K = 0 only, where the step carries
+    every chunk too. So a carried round (K = 0) and a round with K >= 1 both get a claim."""
+    from aggregators.execution import execute_round
+    from tests.test_execution import make_round, manifest
+
+    rule = make_rule(name, params)
+    assert rule.min_updates() == 1
+    for k in range(1, 130):
+        rule.check_num_updates(k)  # never raises: no K >= 1 is too few
+    _, _, samples, gp, payloads = make_round(k=3)
+    m = manifest(name, params)
+    for k in range(4):
+        ups = [*payloads[:k], *[None] * (3 - k)]  # the others unavailable (excluded)
+        assert execute_round(m, 1, gp, ups, samples.tolist()).carried_forward == (k == 0)
+
+
+def test_a_rule_with_a_larger_minimum_has_no_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The step carries forward at K = 0 only: a rule that needs more updates (Krum: 2f + 3)
+    would make a round with 1..min-1 updates unclaimable, so StepRule refuses it."""
+    import aggregators.faultproof as fp
+    from protocol.errors import RuleParameterError
+
+    monkeypatch.setitem(fp.RULE_IDS, "krum", 9)
+    with pytest.raises(RuleParameterError, match="needs 5 updates"):
+        StepRule.of("krum", {"f": 1})
 
 
 def test_python_rules_are_total() -> None:

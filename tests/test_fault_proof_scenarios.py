@@ -166,3 +166,35 @@ def test_both_modes_slash_the_signers_of_a_contradicted_certificate(tmp_path: Pa
     stakes = [e for e in events if e["kind"] == "stakes"][-1]["aggregators"]
     assert all(stakes[s]["slashed"] for s in slashed["signers"])
     assert not stakes["aggregator-3"]["slashed"]
+
+
+def test_a_carried_round_is_claimed_and_a_faulty_one_refuted_in_a_full_run(
+    tmp_path: Path,
+) -> None:
+    """Issue 22 item 4 in a full run: every client registers a malformed update, so each round
+    is carried forward with K = 0 (the only K below the step rules' minimum); the nodes still
+    post claims, the one honest member refutes the 3 colluders' noisy aggregates, and the
+    run ends with its honest twin's model (the initial one), every round finalized."""
+    text = (SCENARIOS / "collusion-n4-f3-fault-proof.toml").read_text()
+    clients = "".join(
+        f'\n[[client]]\nindex = {i}\nattack = "{a}"\n'
+        for i, a in enumerate(["nan", "wrong_shape", "oversized", "nan"])
+    )
+    path = tmp_path / "collusion-n4-f3-fault-proof-carried.toml"
+    path.write_text(text.replace("\n[expect]", clients + "\n[expect]"))
+    scenario = load_scenario(path)
+    scenario.config.out = str(tmp_path / "out")
+    summary = run_scenario(scenario).summary
+    twin = run_scenario(scenario.honest_twin()).summary
+    (run_dir,) = list((tmp_path / "out").glob("*carried"))
+    faults = summary["faults"]
+    assert outcome_of(summary) == "safe" and summary["all_rounds_finalized"]
+    assert summary["final_model_digest"] == twin["final_model_digest"]
+    assert faults["faulty_aggregates"] >= 1 and faults["faulty_finalized"] == 0
+    assert faults["claims_refuted"] == faults["faulty_aggregates"]
+    assert faults["honest_claims_refuted"] == 0 and faults["faulty_claims_unrefuted"] == 0
+    # the finalized submission was an honest carried-forward claim (K = 0: nothing included)
+    assert faults["claims"] == faults["faulty_aggregates"] + summary["config"]["rounds"]
+    (record,) = read_events(run_dir / "rounds.jsonl")
+    assert record["included"] == [] and record["updates_registered"] == 4
+    assert len(record["excluded"]) == 4 and record["finalized"]

@@ -149,6 +149,13 @@ class DisputesMixin(ViewsMixin):
         root = _digest("initial_state_root", initial_state_root)
         return self._tx(owner, "setFaultGames", games, root, _digest("params_hash", params_hash))
 
+    def set_stop_rule(self, owner: LocalAccount, threshold_sq: int, patience: int) -> Any:
+        """The fault-proof task's stopping rule (owner only, once, after
+        :meth:`set_fault_games`, before the first aggregator registers): quiet when a claim's
+        committed squared update norm is below ``threshold_sq``; stop after ``patience``
+        consecutive quiet rounds."""
+        return self._tx(owner, "setStopRule", threshold_sq, patience)
+
     def submit_aggregate_with_claim(
         self,
         acct: LocalAccount,

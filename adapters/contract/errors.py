@@ -480,6 +480,13 @@ class NoFaultGames(TaskRevert):
     error_name = "NoFaultGames"
 
 
+class BadStopRule(TaskRevert):
+    """``setStopRule`` with a zero threshold or patience, after staking, or twice."""
+
+    error_name = "BadStopRule"
+    params = ("thresholdSq", "patience")
+
+
 class ClaimRequired(TaskRevert):
     """``submitAggregate`` on a fault-proof task (use ``submitAggregateWithClaim``)."""
 
@@ -609,6 +616,7 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         FaultGamesFixed,
         AttestWindowRequired,
         NoFaultGames,
+        BadStopRule,
         ClaimRequired,
         ClaimMismatch,
         ClaimUnsettled,

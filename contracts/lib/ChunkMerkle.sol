@@ -64,6 +64,12 @@ library ChunkMerkle {
         h = keccak256(abi.encodePacked(bytes1(0x00), payload));
     }
 
+    /// @notice keccak256(0x03 ‖ uint256_be(s)): a norm tree's leaf for prefix sum `s` (the
+    ///         stopping rule's commitment; same tree shape and root domain as a chunk tree).
+    function normLeaf(uint256 s) internal pure returns (bytes32) {
+        return keccak256(abi.encodePacked(bytes1(0x03), s));
+    }
+
     /// @notice keccak256(0x01 ‖ left ‖ right).
     function nodeHash(bytes32 left, bytes32 right) internal pure returns (bytes32 h) {
         assembly ("memory-safe") {

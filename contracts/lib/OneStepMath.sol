@@ -84,6 +84,35 @@ library OneStepMath {
         }
     }
 
+    /// @notice Sum over the first `valid` lanes of (new - prev)**2, exact: each difference of
+    ///         two int32 is below 2**33 in magnitude, so 256 squares stay below 2**74.
+    function chunkNormSq(bytes calldata prev, bytes calldata nw, uint256 valid)
+        internal
+        pure
+        returns (uint256 acc)
+    {
+        // INVARIANT: both chunks are one 1024-byte chunk.
+        if (prev.length != 1024) revert BadChunk(type(uint256).max, prev.length);
+        if (nw.length != 1024) revert BadChunk(0, nw.length);
+        if (valid > 256) valid = 256;
+        assembly ("memory-safe") {
+            let po := prev.offset
+            let no := nw.offset
+            for {
+                let t := 0
+            } lt(t, valid) {
+                t := add(t, 1)
+            } {
+                let sh := shl(2, t)
+                let dlt := sub(
+                    signextend(3, shr(224, calldataload(add(no, sh)))),
+                    signextend(3, shr(224, calldataload(add(po, sh))))
+                )
+                acc := add(acc, mul(dlt, dlt))
+            }
+        }
+    }
+
     /// @notice Trimmed-mean positions [lo, hi) of K sorted values for `rule`.
     function slice(
         uint8 rule,

@@ -55,8 +55,8 @@ class AttemptView:
 
     @property
     def refuted(self) -> bool:
-        """A one-step proof refuted this attempt's claim (a ``prove`` move succeeded)."""
-        return any(m.get("move") == "prove" for m in self.games)
+        """A one-step proof refuted this attempt's claim (a ``prove`` or ``proveNorm`` move)."""
+        return any(m.get("move") in ("prove", "proveNorm") for m in self.games)
 
     @property
     def outcome(self) -> str:

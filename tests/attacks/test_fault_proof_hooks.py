@@ -66,7 +66,7 @@ def h(chain: Chain) -> Hooked:
     return make_hooked(chain)
 
 
-def make_hooked(chain: Chain, rule: str = "fedavg") -> Hooked:
+def make_hooked(chain: Chain, rule: str = "fedavg", stop: tuple[int, int] | None = None) -> Hooked:
     """A started fault-proof task whose K clients registered round 1 (rule ``rule``, named
     on-chain as the deployment names it: ``rule_id(rule)``); the round's data is FedAvg's."""
     owner, rest = chain.accounts[0], chain.accounts[1:]
@@ -92,6 +92,8 @@ def make_hooked(chain: Chain, rule: str = "fedavg") -> Hooked:
     task.set_fault_games(
         owner, games.address, ChunkTree(r.prev).root, fault_params_hash(step, len(r.prev), VB)
     )
+    if stop is not None:  # (T**2, patience)
+        task.set_stop_rule(owner, *stop)
     for a in aggregators:
         task.register_aggregator(a)
     for c in clients:
@@ -257,6 +259,27 @@ def test_refuted_claim_advances_the_attempt_and_slashes_its_submitter(h: Hooked)
     h.s.chain.mine(GAME_WINDOW)
     task.finalize(h.s.owner, 1)
     assert task.state_root(1) == ChunkTree(h.r.honest()).root
+
+
+def test_a_round_carried_forward_is_claimed_and_a_faulty_carry_refuted(h: Hooked) -> None:
+    """Issue 22 item 4: a round the rule carries forward (every registered update excluded,
+    K = 0: for the step's rules the only K below the minimum) still gets a claim: the step
+    carries every chunk forward, so a faulty aggregate is refuted by one honest challenger
+    and the honest carried state (the previous one) finalizes."""
+    h.r.excluded = list(range(K))  # e.g. every U_i is not its payload's
+    task, carried = h.task, h.r.prev
+    claimed = carried.copy()
+    claimed[3 * 256 + 5] += 1  # the submitter moves a coordinate of a carried round
+    agg, cid, _ = submit(h, claimed)
+    refute(h, cid, claimed, agg)
+    h.s.chain.mine(GAME_WINDOW)
+    task.reject_refuted(h.s.spare[1], 1)
+    assert task.aggregator_info(agg.address).slashed
+    submit(h, carried, "agg2")
+    h.s.chain.mine(GAME_WINDOW)
+    task.finalize(h.s.owner, 1)
+    assert task.state_root(1) == ChunkTree(carried).root
+    assert_accounting(h.s)
 
 
 def test_signers_of_a_contradicted_certificate_are_slashed(h: Hooked) -> None:

@@ -30,6 +30,7 @@ from adapters.faultproof import FaultGamesContract, OneStepContract
 from adapters.privacy_records import PrivacyRecordsContract, predicted_address
 from adapters.storage import ContentStore, LocalStore, PeerStore, open_store
 from aggregators.behaviours import HONEST, Behaviour
+from aggregators.execution import stop_rule_of
 from aggregators.fault_agent import FaultAgent, fault_params_hash_of
 from aggregators.key_holder import KeyHolderNode
 from aggregators.node import AggregatorNode
@@ -556,6 +557,9 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
         task.set_fault_games(
             deployer, games.address, ChunkTree(initial).root, fault_params_hash_of(manifest)
         )
+        stop = stop_rule_of(manifest)
+        if stop is not None:  # the task counts quiet rounds from the claims' committed norms
+            task.set_stop_rule(deployer, stop.threshold**2, stop.patience)
     for acct in agg_accounts:
         task.register_aggregator(acct)
     if cfg.client_allowlist:
