@@ -561,4 +561,170 @@ contract FaultGamesTest is FaultProofFixture {
         games.withdraw();
         assertEq(address(games).balance, 0, "nothing left");
     }
+
+    // -- exclusion, inclusion, availability, descent ---------------------------------------
+
+    /// @dev A justified exclusion is defended (not with a lane inside the bound); excluding a
+    ///      good update cannot be defended and loses the claim on the submitter's clock.
+    function test_exclusionGame() public {
+        RoundData memory r = makeRound(FEDAVG, 8, 1);
+        makeBad(r, 3, 256 + 5);
+        exclude(r, 3);
+        uint256 cid = postClaim(submitter, r, honestNext(r), WINDOW);
+        vm.deal(alice, GAME_BOND);
+        vm.prank(alice);
+        uint256 gid = games.openExclusion{value: GAME_BOND}(cid, 3);
+        FaultGames.Records memory rec = recordsOf(r);
+        FaultGames.Opening memory o = openingOf(r, 3, 1, 6);
+        vm.prank(submitter);
+        vm.expectRevert(abi.encodeWithSelector(FaultGames.NotBad.selector, 3, 1, 6));
+        games.defendExclusion(gid, rec, o);
+        o = openingOf(r, 3, 1, 5);
+        vm.expectEmit(true, false, false, true, address(games));
+        emit FaultGames.ExclusionDefended(gid, 1, 5);
+        vm.prank(submitter);
+        games.defendExclusion(gid, rec, o);
+        assertEq(games.credits(submitter), GAME_BOND, "the challenge bond");
+
+        RoundData memory r2 = makeRound(FEDAVG, 9, 1);
+        exclude(r2, 1);
+        uint256 cid2 = postClaim(submitter, r2, honestNext(r2), WINDOW);
+        vm.deal(bob, GAME_BOND);
+        vm.prank(bob);
+        uint256 gid2 = games.openExclusion{value: GAME_BOND}(cid2, 1);
+        rec = recordsOf(r2);
+        for (uint256 lane = 0; lane < 256; lane += 85) {
+            o = openingOf(r2, 1, 2, lane); // chunk 2: lanes 88.. are padding
+            vm.prank(submitter);
+            vm.expectRevert(abi.encodeWithSelector(FaultGames.NotBad.selector, 1, 2, lane));
+            games.defendExclusion(gid2, rec, o);
+        }
+        vm.roll(block.number + CLOCK + 1);
+        games.timeout(gid2);
+        assertTrue(games.refuted(cid2), "an unjustified exclusion loses");
+    }
+
+    /// @dev A claim that included a bad update is refuted at once by its opening (no bond).
+    function test_refuteInclusion() public {
+        RoundData memory r = makeRound(MEDIAN, 11, 1);
+        makeBad(r, 2, 512 + 3);
+        exclude(r, 0);
+        uint256 cid = postClaim(submitter, r, honestNext(r), WINDOW);
+        FaultGames.Records memory rec = recordsOf(r);
+        FaultGames.Opening memory o = openingOf(r, 2, 2, 4);
+        vm.expectRevert(abi.encodeWithSelector(FaultGames.NotBad.selector, 2, 2, 4));
+        games.refuteInclusion(cid, rec, 2, o);
+        o = openingOf(r, 0, 2, 3);
+        vm.expectRevert(abi.encodeWithSelector(FaultGames.WrongMembership.selector, 0, true));
+        games.refuteInclusion(cid, rec, 0, o);
+        o = openingOf(r, 1, 2, 3); // update 1's opening offered for update 2
+        vm.expectRevert(abi.encodeWithSelector(FaultGames.BadUpdateProof.selector, 2, 2));
+        games.refuteInclusion(cid, rec, 2, o);
+        uint256[] memory w = new uint256[](K); // a copy: rec.weights is r.weights
+        for (uint256 i = 0; i < K; ++i) {
+            w[i] = r.weights[i];
+        }
+        w[1] += 1;
+        rec.weights = w;
+        o = openingOf(r, 2, 2, 3);
+        vm.expectRevert(abi.encodeWithSelector(FaultGames.RecordsMismatch.selector, cid));
+        games.refuteInclusion(cid, rec, 2, o);
+        rec = recordsOf(r);
+        vm.expectEmit(true, true, false, true, address(games));
+        emit FaultGames.ClaimRefuted(cid, carol, type(uint256).max);
+        vm.prank(carol);
+        games.refuteInclusion(cid, rec, 2, o);
+        assertEq(games.credits(carol), CLAIM_BOND, "the claim's bond");
+        vm.expectRevert(abi.encodeWithSelector(FaultGames.ClaimClosed.selector, cid));
+        games.refuteInclusion(cid, rec, 2, o);
+    }
+
+    /// @dev Data availability: the right chunk of the named update is posted in full; a
+    ///      silent submitter loses the claim.
+    function test_availabilityGame() public {
+        RoundData memory r = makeRound(TRIMMED_MEAN, 12, 1);
+        uint256 cid = postClaim(submitter, r, honestNext(r), WINDOW);
+        vm.deal(alice, 2 * GAME_BOND);
+        vm.prank(alice);
+        uint256 gid = games.openAvailability{value: GAME_BOND}(cid, 3, 2);
+        FaultGames.Records memory rec = recordsOf(r);
+        FaultGames.Opening memory o = openingOf(r, 2, 2, 0);
+        vm.prank(submitter);
+        vm.expectRevert(abi.encodeWithSelector(FaultGames.BadUpdateProof.selector, 3, 2));
+        games.postChunk(gid, rec, o);
+        o = openingOf(r, 3, 1, 0);
+        vm.prank(submitter);
+        vm.expectRevert(abi.encodeWithSelector(FaultGames.BadUpdateProof.selector, 3, 2));
+        games.postChunk(gid, rec, o);
+        o = openingOf(r, 3, 2, 0);
+        vm.expectEmit(true, false, false, true, address(games));
+        emit FaultGames.ChunkPosted(gid, 3, 2, chunkOf(r.ups[3], 2));
+        vm.prank(submitter);
+        games.postChunk(gid, rec, o);
+        assertEq(games.credits(submitter), GAME_BOND, "the challenge bond");
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(FaultGames.BadChallenge.selector, FaultGames.Kind.Availability, K, 0));
+        games.openAvailability{value: GAME_BOND}(cid, K, 0);
+        vm.prank(alice);
+        uint256 gid2 = games.openAvailability{value: GAME_BOND}(cid, 0, 0);
+        vm.roll(block.number + CLOCK + 1);
+        games.timeout(gid2);
+        assertTrue(games.refuted(cid), "a withheld chunk loses the claim");
+    }
+
+    /// @dev Descent without a public tree: the submitter reveals the 4 leaf slots under the
+    ///      root (depth 2), the challenger picks the faulty one, the leaf game refutes.
+    function test_descent_reachesTheFaultyLeaf() public {
+        RoundData memory r = makeRound(FEDPROX, 13, 1);
+        int256[] memory next = faultyNext(r);
+        uint256 cid = postClaim(submitter, r, next, WINDOW);
+        vm.deal(alice, GAME_BOND);
+        vm.prank(alice);
+        uint256 gid = games.openDescent{value: GAME_BOND}(cid);
+        bytes32[] memory slots = leavesOf(next);
+        bytes32[] memory wrong = leavesOf(honestNext(r)); // nodes of another tree
+        vm.expectRevert(abi.encodeWithSelector(FaultGames.BadNodes.selector, gid, 4, 4));
+        games.revealNodes(gid, wrong);
+        games.revealNodes(gid, slots);
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(FaultGames.BadPick.selector, gid, 4));
+        games.pickNode(gid, slots, 4);
+        vm.expectEmit(true, false, false, true, address(games));
+        emit FaultGames.NodePicked(gid, 0, FAULT_CHUNK, slots[FAULT_CHUNK]);
+        vm.prank(alice);
+        games.pickNode(gid, slots, FAULT_CHUNK);
+        FaultGames.Game memory g = games.game(gid);
+        assertEq(uint256(g.kind), uint256(FaultGames.Kind.Leaf), "now a leaf game");
+        assertEq(g.j, FAULT_CHUNK, "at the picked chunk");
+        OneStep.Step memory s = stepFor(r, FAULT_CHUNK);
+        vm.prank(alice);
+        games.prove(gid, s);
+        assertTrue(games.refuted(cid), "refuted");
+    }
+
+    /// @dev A claimed tree with something in an empty leaf slot is refuted by picking it; the
+    ///      honest tree's empty slot cannot be picked.
+    function test_descent_emptySlot() public {
+        RoundData memory r = makeRound(FEDAVG, 14, 1);
+        bytes32[] memory slots = leavesOf(honestNext(r));
+        assertEq(slots[3], bytes32(0), "D = 600: slot 3 is empty");
+        uint256 honest = postClaim(submitter, r, honestNext(r), WINDOW);
+        slots[3] = keccak256("not empty");
+        uint256 cid = postClaimParams(submitter, r, claimParams(r, rootFromLeaves(D, slots), WINDOW));
+        vm.deal(alice, 2 * GAME_BOND);
+        vm.prank(alice);
+        uint256 gid = games.openDescent{value: GAME_BOND}(cid);
+        games.revealNodes(gid, slots);
+        vm.prank(alice);
+        games.pickNode(gid, slots, 3);
+        assertTrue(games.refuted(cid), "a non-empty empty slot refutes");
+
+        slots[3] = bytes32(0);
+        vm.prank(alice);
+        uint256 gid2 = games.openDescent{value: GAME_BOND}(honest);
+        games.revealNodes(gid2, slots);
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(FaultGames.BadPick.selector, gid2, 3));
+        games.pickNode(gid2, slots, 3);
+    }
 }

@@ -251,6 +251,29 @@ abstract contract FaultProofFixture is TaskFixture {
         return r;
     }
 
+    /// @notice Update `i` made bad: coordinate `c` set to VALUE_BOUND + 1 (its U_i recomputed).
+    function makeBad(RoundData memory r, uint256 i, uint256 c) internal pure {
+        r.ups[i][c] = int256(VALUE_BOUND) + 1;
+        r.roots[i] = vectorRoot(r.ups[i]);
+    }
+
+    /// @notice Exclude update `i` from the claim (bit i of the bitmap).
+    function exclude(RoundData memory r, uint256 i) internal pure {
+        r.excluded[i / 256] |= 1 << (i % 256);
+    }
+
+    /// @notice Chunk `j` of update `i` opened against its U_i, naming lane `lane`.
+    function openingOf(RoundData memory r, uint256 i, uint256 j, uint256 lane)
+        internal
+        pure
+        returns (FaultGames.Opening memory o)
+    {
+        o.j = j;
+        o.chunk = chunkOf(r.ups[i], j);
+        o.proof = proofOf(r.ups[i], j);
+        o.lane = lane;
+    }
+
     function isExcluded(RoundData memory r, uint256 i) internal pure returns (bool) {
         return (r.excluded[i / 256] >> (i % 256)) & 1 == 1;
     }
