@@ -88,11 +88,16 @@ abstract contract FaultProofFixture is TaskFixture {
     /// @notice A fault-proof task (FaultGames set before anyone stakes, initial state root
     ///         that of `r.prev`), 4 members, K clients, started: round 1 collecting.
     function setUpFaultTask(RoundData memory r) internal {
+        setUpFaultTaskWith(r, 4);
+    }
+
+    /// @notice The same with an `n`-member committee.
+    function setUpFaultTaskWith(RoundData memory r, uint256 n) internal {
         deploy(faultConfig(r.rule));
         deployGames();
         vm.prank(owner);
         task.setFaultGames(address(games), vectorRoot(r.prev));
-        registerCommittee(4);
+        registerCommittee(n);
         registerClients(K);
         startTask();
     }
