@@ -68,7 +68,8 @@ contract OneStepFuzzTest is FaultProofFixture {
     ///      the reference, the rest 0.
     function _run(Case memory c) private view {
         bytes memory wit = c.rule >= MEDIAN ? witnessOf(c.xs, 0, c.valid) : bytes("");
-        bytes memory out = oneStep.stepChunk(c.rule, c.betaNum, c.betaDen, c.valid, chunkOf(c.prev, 0), c.chunks, c.w, wit);
+        bytes memory out =
+            oneStep.stepChunk(c.rule, c.betaNum, c.betaDen, c.valid, chunkOf(c.prev, 0), c.chunks, c.w, wit);
         assertEq(out.length, 1024, "chunk length");
         int256[] memory col = new int256[](c.xs.length);
         for (uint256 t = 0; t < 256; ++t) {
