@@ -180,6 +180,27 @@ contract FaultProofHooksTest is FaultProofFixture {
         (r);
     }
 
+    /// @dev A task that names no rule (ruleId zero) accepts a claim under any step rule.
+    function test_claimRule_unchecked_whenTheTaskNamesNone() public {
+        RoundData memory r = makeRound(FEDAVG, 1, 1);
+        FedChainTaskStorage.TaskConfig memory cfg = faultConfig(FEDAVG);
+        cfg.ruleId = bytes32(0);
+        deploy(cfg);
+        deployGames();
+        vm.prank(owner);
+        task.setFaultGames(address(games), vectorRoot(r.prev));
+        registerCommittee(4);
+        registerClients(K);
+        startTask();
+        registerRound(1, r);
+        address chosen = chosenNow();
+        RoundData memory m = makeRound(MEDIAN, 1, 1);
+        uint256 cid = postClaim(chosen, m, honestNext(m), WINDOW);
+        _submit(chosen, 1, cid);
+        (, uint256 bound) = task.claimOf(1, 0);
+        assertEq(bound, cid, "bound under the median");
+    }
+
     // -- finalize --------------------------------------------------------------------------
 
     /// @dev finalize waits for the claim (window and games), then stores its new root; the
@@ -252,6 +273,34 @@ contract FaultProofHooksTest is FaultProofFixture {
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.AggregateRefuted.selector, 1, cid));
         task.finalize(1);
         assertEq(task.stateRoot(1), bytes32(0), "nothing stored");
+    }
+
+    /// @dev A skipped round carries the state root forward; the next claim starts from it.
+    function test_skipRound_carriesTheStateRootForward() public {
+        RoundData memory r = makeRound(FEDAVG, 1, 1);
+        setUpFaultTask(r);
+        bytes32 root0 = vectorRoot(r.prev);
+        vm.prank(r.clients[0]);
+        task.submitUpdate(1, r.digests[0], uint64(r.weights[0]), r.roots[0]); // below minUpdates
+        FedChainTaskStorage.TaskConfig memory cfg = faultConfig(FEDAVG);
+        vm.roll(task.getRound(1).openBlock + cfg.collectWindow + cfg.collectTimeout + 1);
+        task.skipRound(1);
+        assertEq(task.stateRoot(1), root0, "carried forward");
+        RoundData memory r2 = withPrev(makeRound(FEDAVG, 2, 2), r.prev, 2);
+        registerRound(2, r2);
+        address chosen = chosenNow();
+        uint256 cid = postClaim(chosen, r2, honestNext(r2), WINDOW);
+        vm.prank(chosen);
+        task.submitAggregateWithClaim{value: BOND}(2, aggregateDigest(2, 0), cid);
+        (, uint256 bound) = task.claimOf(2, 0);
+        assertEq(bound, cid, "round 2's claim starts from the carried root");
+    }
+
+    function test_rejectRefuted_refusedOnAPbftTask() public {
+        setUpTask(4, 2);
+        reachSubmitted(1, honestDigest(1));
+        vm.expectRevert(FedChainTaskStorage.NoFaultGames.selector);
+        task.rejectRefuted(1);
     }
 
     // -- rejectRefuted ---------------------------------------------------------------------
