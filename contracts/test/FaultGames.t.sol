@@ -49,26 +49,26 @@ contract FaultGamesTest is FaultProofFixture {
         FaultGames.Signers memory s = signersOf(r);
         rec.weights = new uint256[](K - 1);
         vm.expectRevert(abi.encodeWithSelector(FaultGames.BadClaim.selector, K, K - 1));
-        games.postClaim(p, rec, s);
+        games.postClaim(p, rec, s, unincludedNone(r));
         rec = recordsOf(r);
         rec.excluded = new uint256[](0);
         vm.expectRevert(abi.encodeWithSelector(FaultGames.BadClaim.selector, K, K));
-        games.postClaim(p, rec, s);
+        games.postClaim(p, rec, s, unincludedNone(r));
         rec = recordsOf(r);
         p.rule = 4;
         vm.expectRevert(abi.encodeWithSelector(FaultGames.UnprovableClaim.selector, 0));
-        games.postClaim(p, rec, s);
+        games.postClaim(p, rec, s, unincludedNone(r));
         p.rule = TRIMMED_MEAN;
         p.betaNum = 1;
         p.betaDen = 2; // beta = 1/2 would trim everything
         vm.expectRevert(abi.encodeWithSelector(FaultGames.UnprovableClaim.selector, 1));
-        games.postClaim(p, rec, s);
+        games.postClaim(p, rec, s, unincludedNone(r));
         p.rule = FEDAVG;
         uint256[] memory heavy = new uint256[](K);
         heavy[2] = uint256(type(uint64).max) + 1;
         rec.weights = heavy;
         vm.expectRevert(abi.encodeWithSelector(FaultGames.UnprovableClaim.selector, 3));
-        games.postClaim(p, rec, s);
+        games.postClaim(p, rec, s, unincludedNone(r));
     }
 
     // -- windows ---------------------------------------------------------------------------

@@ -24,25 +24,26 @@ contract FaultProofHooksTest is FaultProofFixture {
         deploy(faultConfig(FEDAVG));
         deployGames();
         bytes32 root0 = vectorRoot(r.prev);
+        bytes32 ph = paramsHashOf(r);
         assertEq(task.faultGames(), address(0), "PBFT only by default");
         // owner only
         vm.prank(stranger);
         vm.expectRevert(abi.encodeWithSelector(Ownable.OwnableUnauthorizedAccount.selector, stranger));
-        task.setFaultGames(address(games), root0);
+        task.setFaultGames(address(games), root0, ph);
         // never the zero address
         vm.prank(owner);
         vm.expectRevert(FedChainTaskStorage.NoFaultGames.selector);
-        task.setFaultGames(address(0), root0);
+        task.setFaultGames(address(0), root0, ph);
         vm.expectEmit(true, false, false, true, address(task));
-        emit FedChainTaskStorage.FaultGamesSet(address(games), root0);
+        emit FedChainTaskStorage.FaultGamesSet(address(games), root0, ph);
         vm.prank(owner);
-        task.setFaultGames(address(games), root0);
+        task.setFaultGames(address(games), root0, ph);
         assertEq(task.faultGames(), address(games), "bound");
         assertEq(task.stateRoot(0), root0, "initial state root");
         // only once
         vm.prank(owner);
         vm.expectRevert(FedChainTaskStorage.FaultGamesFixed.selector);
-        task.setFaultGames(address(0xBEEF), root0);
+        task.setFaultGames(address(0xBEEF), root0, ph);
     }
 
     function test_setFaultGames_refusedOnceAMemberStaked() public {
@@ -51,7 +52,7 @@ contract FaultProofHooksTest is FaultProofFixture {
         registerCommittee(1);
         vm.prank(owner);
         vm.expectRevert(FedChainTaskStorage.FaultGamesFixed.selector);
-        task.setFaultGames(address(games), bytes32(uint256(1)));
+        task.setFaultGames(address(games), bytes32(uint256(1)), bytes32(0));
         assertEq(task.faultGames(), address(0), "still PBFT only");
     }
 
@@ -180,21 +181,74 @@ contract FaultProofHooksTest is FaultProofFixture {
         (r);
     }
 
-    /// @dev A task that names no rule (ruleId zero) accepts a claim under any step rule.
+    /// @dev The claim is replayed under the task's own step parameters (setFaultGames'
+    ///      paramsHash): another beta, dimension or value bound is refused; the task's binds.
+    function test_claimMismatch_7_otherStepParameters() public {
+        RoundData memory r = _setUpRound(TRIMMED_MEAN);
+        address chosen = chosenNow();
+        bytes32 newRoot = vectorRoot(honestNext(r));
+        FaultGames.ClaimParams memory p = claimParams(r, newRoot, WINDOW);
+        p.betaNum = 1;
+        p.betaDen = 3; // beta 1/3 instead of the task's 1/4
+        _expectMismatch(chosen, postClaimParams(chosen, r, p), 7);
+        p = claimParams(r, newRoot, WINDOW);
+        p.valueBound = VALUE_BOUND + 1;
+        _expectMismatch(chosen, postClaimParams(chosen, r, p), 7);
+        p = claimParams(r, newRoot, WINDOW);
+        p.dim = D + 1;
+        _expectMismatch(chosen, postClaimParams(chosen, r, p), 7);
+        uint256 cid = postClaimParams(chosen, r, claimParams(r, newRoot, WINDOW));
+        _submit(chosen, 1, cid);
+        (, uint256 bound) = task.claimOf(1, 0);
+        assertEq(bound, cid, "the task's parameters bind");
+    }
+
+    /// @dev The claim declares not included exactly the updates outside the task's included
+    ///      set (f + 1 attestations): here n - f members attest updates 0..2 only, so update 3
+    ///      is not included. Declaring nothing, or one update more, is refused; the exact set
+    ///      (update 3, excluded) binds.
+    function test_claimMismatch_8_unincludedSetOtherThanTheTasks() public {
+        RoundData memory r = makeRound(FEDAVG, 1, 1);
+        setUpFaultTask(r);
+        uint256[] memory bits = new uint256[](1);
+        bits[0] = 0x7;
+        registerRoundAttesting(1, r, bits);
+        assertEq(task.includedUpdates(1)[0], 0x7, "updates 0..2 included");
+        address chosen = chosenNow();
+        exclude(r, 3);
+        FaultGames.ClaimParams memory p = claimParams(r, vectorRoot(honestNext(r)), WINDOW);
+        _expectMismatch(chosen, postClaimDeclaring(chosen, r, p, unincludedNone(r)), 8);
+        exclude(r, 2);
+        FaultGames.ClaimParams memory p2 = claimParams(r, vectorRoot(honestNext(r)), WINDOW);
+        uint256[] memory two = new uint256[](1);
+        two[0] = 0xC; // updates 2 and 3: update 2 was included
+        _expectMismatch(chosen, postClaimDeclaring(chosen, r, p2, two), 8);
+        r.excluded[0] = 0x8;
+        uint256[] memory exact = new uint256[](1);
+        exact[0] = 0x8;
+        uint256 cid = postClaimDeclaring(chosen, r, p, exact);
+        _submit(chosen, 1, cid);
+        (, uint256 bound) = task.claimOf(1, 0);
+        assertEq(bound, cid, "the task's not-included set binds");
+    }
+
+    /// @dev A task that names no task-level rule (ruleId zero) skips the rule-name check
+    ///      (ClaimMismatch 6): the step parameters it binds (paramsHash, here the median's)
+    ///      decide the rule.
     function test_claimRule_unchecked_whenTheTaskNamesNone() public {
         RoundData memory r = makeRound(FEDAVG, 1, 1);
+        RoundData memory m = makeRound(MEDIAN, 1, 1);
         FedChainTaskStorage.TaskConfig memory cfg = faultConfig(FEDAVG);
         cfg.ruleId = bytes32(0);
         deploy(cfg);
         deployGames();
         vm.prank(owner);
-        task.setFaultGames(address(games), vectorRoot(r.prev));
+        task.setFaultGames(address(games), vectorRoot(r.prev), paramsHashOf(m));
         registerCommittee(4);
         registerClients(K);
         startTask();
         registerRound(1, r);
         address chosen = chosenNow();
-        RoundData memory m = makeRound(MEDIAN, 1, 1);
         uint256 cid = postClaim(chosen, m, honestNext(m), WINDOW);
         _submit(chosen, 1, cid);
         (, uint256 bound) = task.claimOf(1, 0);

@@ -301,7 +301,7 @@ contract FaultGamesHandler is FaultProofFixture {
         address a = actors[who % 3];
         vm.deal(a, a.balance + CLAIM_BOND);
         vm.prank(a);
-        games.postClaim{value: CLAIM_BOND}(faulty ? pf : ph, rec, sig);
+        games.postClaim{value: CLAIM_BOND}(faulty ? pf : ph, rec, sig, new uint256[](1));
         claimFaulty.push(faulty);
         paidIn += CLAIM_BOND;
     }

@@ -6,6 +6,7 @@ import {FedChainTaskStorage} from "../../FedChainTaskStorage.sol";
 import {FaultGames} from "../../FaultGames.sol";
 import {OneStep} from "../../OneStep.sol";
 import {ChunkMerkle} from "../../lib/ChunkMerkle.sol";
+import {Quorums} from "../../lib/Quorums.sol";
 
 /// @title FaultProofFixture
 /// @notice Everything the fault-proof suites build (issue 22): small int32 vectors, their chunk
@@ -43,8 +44,13 @@ abstract contract FaultProofFixture is TaskFixture {
     int256 internal constant I32_MIN = -(2 ** 31);
     int256 internal constant I32_MAX = 2 ** 31 - 1;
 
+    /// @dev Attestation window of a fault-proof task (the fault proof needs one).
+    uint32 internal constant ATTEST_WINDOW = 3;
+
     OneStep internal oneStep;
     FaultGames internal games;
+    /// @dev Committee size of the fault-proof task set up last (who attests each round).
+    uint256 internal committee;
 
     /// @notice One round as a claim sees it: the previous state, K updates with their U_i,
     ///         weights, signers and digests, and the excluded bitmap.
@@ -76,6 +82,13 @@ abstract contract FaultProofFixture is TaskFixture {
         cfg.ruleId = sha256(bytes(ruleName(rule)));
         cfg.maxUpdates = uint32(K);
         cfg.submitTimeout = 20;
+        cfg.attestWindow = ATTEST_WINDOW;
+    }
+
+    /// @notice The step parameters' hash a task binds (`setFaultGames`), as
+    ///         `FaultGames.claimBinding` computes it for a claim over `r`.
+    function paramsHashOf(RoundData memory r) internal pure returns (bytes32) {
+        return keccak256(abi.encode(r.rule, r.betaNum, r.betaDen, uint64(r.prev.length), VALUE_BOUND));
     }
 
     function ruleName(uint8 rule) internal pure returns (string memory) {
@@ -96,20 +109,37 @@ abstract contract FaultProofFixture is TaskFixture {
         deploy(faultConfig(r.rule));
         deployGames();
         vm.prank(owner);
-        task.setFaultGames(address(games), vectorRoot(r.prev));
+        task.setFaultGames(address(games), vectorRoot(r.prev), paramsHashOf(r));
         registerCommittee(n);
+        committee = n;
         registerClients(K);
         startTask();
     }
 
     /// @notice The round's clients register their updates (digest, weight, U_i) of `round`;
-    ///         then the collection closes.
+    ///         then the collection closes and n - f members attest every update (all included).
     function registerRound(uint256 round, RoundData memory r) internal {
+        uint256[] memory all = new uint256[](1);
+        all[0] = (uint256(1) << r.ups.length) - 1;
+        registerRoundAttesting(round, r, all);
+    }
+
+    /// @notice The same with n - f members attesting the updates of `bits` (the included set).
+    function registerRoundAttesting(uint256 round, RoundData memory r, uint256[] memory bits) internal {
         for (uint256 i = 0; i < r.ups.length; ++i) {
             vm.prank(r.clients[i]);
             task.submitUpdate(round, r.digests[i], uint64(r.weights[i]), r.roots[i]);
         }
         closeCollection(round);
+        uint256 n = committee == 0 ? 4 : committee;
+        uint256 quorum = Quorums.commitQuorum(n);
+        for (uint256 m = 0; m < n && quorum > 0; ++m) {
+            (,, bool slashed,,,) = task.aggregatorInfo(agg(m));
+            if (slashed) continue;
+            vm.prank(agg(m));
+            task.attest(round, bits);
+            --quorum;
+        }
     }
 
     function chosenNow() internal view returns (address chosen) {
@@ -417,9 +447,24 @@ abstract contract FaultProofFixture is TaskFixture {
         internal
         returns (uint256 claimId)
     {
+        return postClaimDeclaring(submitter, r, p, unincludedNone(r));
+    }
+
+    /// @notice The same declaring the records of `unincluded` not included by the task.
+    function postClaimDeclaring(
+        address submitter,
+        RoundData memory r,
+        FaultGames.ClaimParams memory p,
+        uint256[] memory unincluded
+    ) internal returns (uint256 claimId) {
         vm.deal(submitter, submitter.balance + CLAIM_BOND);
         vm.prank(submitter);
-        claimId = games.postClaim{value: CLAIM_BOND}(p, recordsOf(r), signersOf(r));
+        claimId = games.postClaim{value: CLAIM_BOND}(p, recordsOf(r), signersOf(r), unincluded);
+    }
+
+    /// @notice An `unincluded` bitmap declaring nothing (every record included).
+    function unincludedNone(RoundData memory r) internal pure returns (uint256[] memory) {
+        return new uint256[]((r.roots.length + 255) / 256);
     }
 
     function openLeaf(address challenger, uint256 claimId, uint256 j) internal returns (uint256 gameId) {
