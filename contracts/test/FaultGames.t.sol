@@ -69,6 +69,14 @@ contract FaultGamesTest is FaultProofFixture {
         rec.weights = heavy;
         vm.expectRevert(abi.encodeWithSelector(FaultGames.UnprovableClaim.selector, 3));
         games.postClaim(p, rec, s, unincludedNone(r));
+        // a claim's bond is at least the challenge bond (it pays the refuter's moves)
+        rec = recordsOf(r);
+        vm.deal(submitter, GAME_BOND);
+        vm.prank(submitter);
+        vm.expectRevert(abi.encodeWithSelector(FaultGames.WrongBond.selector, GAME_BOND - 1, GAME_BOND));
+        games.postClaim{value: GAME_BOND - 1}(p, rec, s, unincludedNone(r));
+        vm.prank(submitter);
+        games.postClaim{value: GAME_BOND}(p, rec, s, unincludedNone(r));
     }
 
     // -- windows ---------------------------------------------------------------------------
@@ -141,9 +149,10 @@ contract FaultGamesTest is FaultProofFixture {
         vm.expectEmit(true, false, false, true, address(games));
         emit FaultGames.GameResolved(late, true);
         vm.expectEmit(true, true, false, true, address(games));
-        emit FaultGames.ClaimRefuted(cid, bob, late);
+        emit FaultGames.ClaimRefuted(cid, bob, late, false);
         games.timeout(late);
         assertTrue(games.refuted(cid), "a silent submitter loses the claim");
+        assertFalse(games.refutedByProof(cid), "a timeout proves nothing about the aggregate");
         assertEq(games.credits(bob), GAME_BOND + CLAIM_BOND, "bob: bond back + claim bond");
     }
 
@@ -229,10 +238,11 @@ contract FaultGamesTest is FaultProofFixture {
         vm.expectEmit(true, false, false, true, address(games));
         emit FaultGames.StepProven(gid, FAULT_CHUNK, keccak256(abi.encodePacked(bytes1(0), right)), right);
         vm.expectEmit(true, true, false, true, address(games));
-        emit FaultGames.ClaimRefuted(cid, alice, gid);
+        emit FaultGames.ClaimRefuted(cid, alice, gid, true);
         vm.prank(alice);
         games.prove(gid, s);
         assertTrue(games.refuted(cid), "refuted");
+        assertTrue(games.refutedByProof(cid), "refuted by proof");
         assertTrue(games.settled(cid), "a refuted claim is settled");
         assertEq(games.credits(alice), GAME_BOND + CLAIM_BOND, "bond back + the claim's bond");
         assertEq(games.claim(cid).openGames, 0, "no game open");
@@ -631,9 +641,10 @@ contract FaultGamesTest is FaultProofFixture {
         games.refuteInclusion(cid, rec, 2, o);
         rec = recordsOf(r);
         vm.expectEmit(true, true, false, true, address(games));
-        emit FaultGames.ClaimRefuted(cid, carol, type(uint256).max);
+        emit FaultGames.ClaimRefuted(cid, carol, type(uint256).max, true);
         vm.prank(carol);
         games.refuteInclusion(cid, rec, 2, o);
+        assertTrue(games.refutedByProof(cid), "an included bad update is a proof");
         assertEq(games.credits(carol), CLAIM_BOND, "the claim's bond");
         vm.expectRevert(abi.encodeWithSelector(FaultGames.ClaimClosed.selector, cid));
         games.refuteInclusion(cid, rec, 2, o);
@@ -718,6 +729,7 @@ contract FaultGamesTest is FaultProofFixture {
         vm.prank(alice);
         games.pickNode(gid, slots, 3);
         assertTrue(games.refuted(cid), "a non-empty empty slot refutes");
+        assertTrue(games.refutedByProof(cid), "by proof");
 
         slots[3] = bytes32(0);
         vm.prank(alice);
