@@ -516,3 +516,79 @@ def test_claim_under_another_rule_than_the_task_is_refused(chain: Chain, task_ru
     own = post_claim(h, agg, h.r.honest(), rule=StepRule.of(task_rule, params))
     h.task.submit_aggregate_with_claim(agg, 1, dg("agg"), own)
     assert h.task.claim_of(1, 0) == own
+
+
+def _drive_to_aggregating(demo: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Step the clients and aggregators until round 1's included set is fixed, every
+    submission held back (the chosen node's own claim may be posted, never bound); returns
+    the chosen aggregator's node."""
+    task = demo.task
+    with monkeypatch.context() as m:
+        m.setattr(task, "submit_aggregate_with_claim", lambda *a, **k: None)
+        for _ in range(400):
+            if task.phase(1) == Phase.AGGREGATING:
+                chosen = task.current_aggregator().address
+                return next(a for a in demo.aggregators if a.address == chosen)
+            acted = demo.fleet.step()
+            for agg in demo.aggregators:
+                acted |= bool(agg.step())
+            if not acted:
+                demo.chain.mine(1)
+    raise AssertionError(f"round 1 never reached AGGREGATING ({task.phase(1)!r})")
+
+
+def test_honest_nodes_vote_faulty_on_a_right_digest_bound_to_a_wrong_root(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 22 finding 2 (n = 7, f = 2 in contracts/test/FaultProofFindings.t.sol): a
+    Byzantine submitter binds the RIGHT digest to a claim whose new root is wrong. On a
+    fault-proof task a "not faulty" verdict vouches for the whole submission (digest and
+    claim: a proof refuting the claim slashes every signer), so the honest nodes of a
+    ``dispute = "both"`` task vote "faulty" although their re-execution agrees with the
+    digest; a claim of their own root (and excluded set) they vouch for. Real nodes, real
+    task and FaultGames on the embedded chain."""
+    from fedchain.config import DemoConfig
+    from fedchain.sim.runner import Demo
+    from protocol.metrics import Progress
+
+    cfg = DemoConfig(
+        clients=4,
+        aggregators=4,
+        rounds=1,
+        epochs=1,
+        submit_timeout=40,
+        challenge_window=3,
+        dispute="both",
+        out=str(tmp_path),
+        name="bound-wrong-root",
+    )
+    demo = Demo(cfg, Progress(quiet=True))
+    demo.setup()
+    try:
+        byz = _drive_to_aggregating(demo, monkeypatch)
+        result, inputs = byz.compute(1)
+        byz.store.put(result.payload)  # the right bytes, published
+        view = byz._fault_view(1, inputs, result)
+        assert view is not None
+        attempt = demo.task.current_aggregator().attempt
+        honest_cid = byz.fault.claim(1, attempt, view, view.honest_state)
+        wrong = np.asarray(view.honest_state, np.int64).copy()
+        wrong[0] += 1
+        wrong_cid = byz.fault.claim(1, attempt, view, wrong)
+        demo.task.submit_aggregate_with_claim(byz.account, 1, result.digest, wrong_cid)
+        assert demo.task.phase(1) == Phase.SUBMITTED
+        others = [a for a in demo.aggregators if a.address != byz.address]
+        for node in others:
+            verification = node.verify(1, attempt, byz.address, result.digest)
+            assert verification.agrees, "the digest is the honest re-execution's"
+            assert node.dispute_verdict(1, attempt, result.digest), (
+                f"{node.name} vouched for a submission whose claim a proof refutes"
+            )
+            assert node.fault is not None
+            mine, mine_inputs = node.compute(1)
+            own = node._fault_view(1, mine_inputs, mine)
+            assert own is not None
+            assert node.fault.vouches_for(honest_cid, own)
+            assert not node.fault.vouches_for(wrong_cid, own)
+    finally:
+        demo.close()
