@@ -517,6 +517,14 @@ class ClaimNotRefuted(TaskRevert):
     params = ("round", "claimId")
 
 
+class ClaimNotProvenFaulty(TaskRevert):
+    """The claim bound to the submission was refuted by its submitter's timeout, not by a
+    proof: nothing contradicts a "not faulty" certificate on it."""
+
+    error_name = "ClaimNotProvenFaulty"
+    params = ("round", "claimId")
+
+
 class ClaimNotBound(TaskRevert):
     """No claim is bound to (round, attempt) with that aggregate digest."""
 
@@ -614,6 +622,7 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         ClaimUnsettled,
         AggregateRefuted,
         ClaimNotRefuted,
+        ClaimNotProvenFaulty,
         ClaimNotBound,
         CertificateAlreadySlashed,
     )

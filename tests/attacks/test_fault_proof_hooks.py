@@ -24,6 +24,7 @@ from adapters.contract import (
     CertificateAlreadySlashed,
     ClaimMismatch,
     ClaimNotBound,
+    ClaimNotProvenFaulty,
     ClaimNotRefuted,
     ClaimRequired,
     ClaimUnsettled,
@@ -295,6 +296,36 @@ def test_signers_of_a_contradicted_certificate_are_slashed(h: Hooked) -> None:
     with pytest.raises(CertificateAlreadySlashed):
         task.slash_refuted_certificate(reporter, 1, 0, digest, 0, sigs)
     assert task.credits(BURN) > 0
+    assert_accounting(s)
+
+
+def test_signers_of_an_honest_claim_refuted_by_timeout_keep_their_stakes(h: Hooked) -> None:
+    """Issue 22 finding 1: an HONEST claim whose submitter misses one move (offline,
+    censored) is refuted by ``timeout`` after the three honest members certified its right
+    aggregate "not faulty" in a dispute raised by the Byzantine member. A timeout is no
+    proof: ``slashRefutedCertificate`` reverts ``ClaimNotProvenFaulty`` and no signer loses
+    its stake; ``rejectRefuted`` still slashes the submitter that failed to defend its claim."""
+    task, s = h.task, h.s
+    agg, cid, digest = submit(h, h.r.honest())
+    byzantine = next(a for a in s.aggregators if a != agg)
+    signers = [a for a in s.aggregators if a != byzantine]
+    task.challenge(byzantine, 1)
+    sigs = [sig_of(s, a, 1, 0, digest, False) for a in by_address(signers)]
+    task.resolve_dispute(s.owner, 1, 0, False, 0, sigs)  # "not faulty": upheld
+    receipt = h.games.tx(s.spare[0], "openLeaf", cid, 0, value=BOND)
+    ev = h.games.contract.events.GameOpened().process_receipt(receipt, errors=DISCARD)
+    gid = int(ev[0]["args"]["gameId"])
+    s.chain.mine(CLOCK + 1)  # the submitter never answers
+    h.games.tx(s.spare[0], "timeout", gid)
+    assert h.games.view("refuted", cid) and not h.games.view("refutedByProof", cid)
+    stakes = {a.address: task.aggregator_info(a.address).stake for a in signers}
+    with pytest.raises(ClaimNotProvenFaulty):
+        task.slash_refuted_certificate(byzantine, 1, 0, digest, 0, sigs)
+    for a in signers:
+        assert task.aggregator_info(a.address).stake == stakes[a.address] > 0
+    task.reject_refuted(s.spare[1], 1)
+    assert task.aggregator_info(agg.address).slashed
+    assert all(not task.aggregator_info(a.address).slashed for a in signers if a != agg)
     assert_accounting(s)
 
 
