@@ -38,7 +38,7 @@ from adapters.faultproof import FaultGamesContract
 from adapters.records import UpdateEntry
 from aggregators.execution import privacy_of
 from aggregators.fault_player import FaultPlayer, RoundView
-from aggregators.faultproof import StepRule, fault_params_hash
+from aggregators.faultproof import StepRule, excluded_hash, fault_params_hash, norm_tree
 from protocol.errors import CodecError, ConfigError, FedchainError
 from protocol.manifest import TaskManifest
 from protocol.merkle import ChunkTree, vector_root
@@ -205,6 +205,24 @@ class FaultAgent:
     def claimed_root(self, claim_id: int) -> bytes:
         """The new state root claim ``claim_id`` commits to."""
         return bytes(self.games.view("claim", claim_id)[13])
+
+    def vouches_for(self, claim_id: int, view: RoundView) -> bool:
+        """Whether this member may certify the submission bound to claim ``claim_id`` "not
+        faulty". On a fault-proof task that verdict vouches for the whole submission, the
+        digest AND its claim (docs/fault-proof.md, "Certificates and refutations"): a proof
+        refuting the claim slashes every signer. The task fixes the claim's records,
+        previous root and step parameters, so the claim is this member's own exactly when its
+        new root and excluded set are those of this member's re-execution (``view``), and so
+        is its norm tree when it committed one (a norm game refutes it by proof too)."""
+        c = self.games.view("claim", claim_id)
+        if bytes(c[13]) != view.honest_tree.root or bytes(c[15]) != excluded_hash(
+            view.records()[2]
+        ):
+            return False
+        committed = self.games.view("norm", claim_id)
+        if not committed[2]:  # no norm commitment
+            return True
+        return bytes(committed[0]) == norm_tree(view.prev, view.honest_state).root
 
     def watch(
         self,

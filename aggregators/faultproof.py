@@ -48,6 +48,7 @@ __all__ = [
     "descent_nodes",
     "descent_pick",
     "differing_chunks",
+    "excluded_hash",
     "excluded_words",
     "fault_params_hash",
     "norm_step_args",
@@ -259,6 +260,11 @@ def excluded_words(excluded: Sequence[int], n: int) -> list[int]:
             raise IndexError(f"excluded record {i} out of range ({n} records)")
         words[i // 256] |= 1 << (i % 256)
     return words
+
+
+def excluded_hash(words: Sequence[int]) -> bytes:
+    """keccak256(abi.encode(uint256[] excluded)): a claim's ``excludedHash`` (FaultGames)."""
+    return keccak(abi_encode(["uint256[]"], [list(words)]))
 
 
 def fault_params_hash(rule: StepRule, dim: int, value_bound: int) -> bytes:

@@ -484,7 +484,24 @@ class AggregatorNode:
         if self.behaviour.pbft == "colluding" and submitter in self.colluders:
             return False
         verification = self.verify(round_, attempt, submitter, digest, info.stop)
-        return not verification.agrees
+        return not verification.agrees or self._claim_contradicts(round_, attempt)
+
+    def _claim_contradicts(self, round_: int, attempt: int) -> bool:
+        """On a fault-proof task a "not faulty" verdict vouches for the whole submission:
+        the digest AND the claim bound to it (docs/fault-proof.md, "Certificates and
+        refutations"). True when the bound claim is not this node's re-execution (another
+        new root or excluded set): a proof could refute it and slash every signer of a "not
+        faulty" certificate, so an honest node votes "faulty" even on the right digest."""
+        if self.fault is None:
+            return False
+        cid = self.task.claim_of(round_, attempt)
+        if cid is None:
+            return False
+        result, inputs = self.compute(round_)
+        view = self._fault_view(round_, inputs, result)
+        if view is None:
+            return False  # outside the proof's scope: the digest alone is judged
+        return not self.fault.vouches_for(cid, view)
 
     # -- fault proof (docs/fault-proof.md) ------------------------------------------------
 

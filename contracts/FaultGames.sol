@@ -161,6 +161,10 @@ contract FaultGames is ReentrancyGuardTransient {
     mapping(uint256 claimId => mapping(uint256 word => uint256)) private _unincluded;
     mapping(address => uint256) private _credits;
     mapping(uint256 => Norm) private _norms;
+    /// @dev Claims refuted BY PROOF (`prove`, `refuteInclusion`, the descent's non-empty
+    ///      empty slot): their aggregate is shown wrong. A claim refuted by `timeout` (its
+    ///      submitter missed a move) is refuted but not proven wrong.
+    mapping(uint256 claimId => bool) private _provenFaulty;
 
     /// @notice A claim was posted.
     event ClaimPosted(uint256 indexed claimId, address indexed submitter, bytes32 newRoot, uint256 bond);
@@ -190,8 +194,9 @@ contract FaultGames is ReentrancyGuardTransient {
     /// @notice A game ended; `challengerWon` says who won.
     event GameResolved(uint256 indexed gameId, bool challengerWon);
     /// @notice `claimId` was refuted by `by` (game `gameId`, or type(uint256).max for an
-    ///         inclusion refutation).
-    event ClaimRefuted(uint256 indexed claimId, address indexed by, uint256 gameId);
+    ///         inclusion refutation); `byProof`: by a proof (one-step, a bad included update,
+    ///         a non-empty empty slot), not by the submitter's timeout.
+    event ClaimRefuted(uint256 indexed claimId, address indexed by, uint256 gameId, bool byProof);
     /// @notice An upheld claim's bond was released to its submitter.
     event ClaimReleased(uint256 indexed claimId);
     /// @notice `account` pulled `amount` wei.
@@ -262,7 +267,8 @@ contract FaultGames is ReentrancyGuardTransient {
     // ------------------------------------------------------------------------------------
     // Claims
 
-    /// @notice Post a claim (the submitter's bond is msg.value). `s` names the client and
+    /// @notice Post a claim (the submitter's bond is msg.value, at least `challengeBond`: it
+    ///         pays the first refuter). `s` names the client and
     ///         digest of every record; the claim keeps the `ClientRecords.extendUpdates`
     ///         accumulator over (client, digest, weight, U_i), which FedChainTask's
     ///         `submitAggregateWithClaim` requires to equal the round's own. `unincluded`
@@ -286,6 +292,9 @@ contract FaultGames is ReentrancyGuardTransient {
             revert BadClaim(n, r.weights.length);
         }
         _checkProvable(p, r);
+        // INVARIANT: a claim's bond pays its refuter at least one challenge bond (a zero-bond
+        // claim would let a refuter spend up to ~12 M gas of moves for nothing).
+        if (msg.value < challengeBond) revert WrongBond(msg.value, challengeBond);
         claimId = _claims.length;
         for (uint256 w = 0; w < words; ++w) {
             uint256 bits = unincluded[w];
@@ -455,9 +464,18 @@ contract FaultGames is ReentrancyGuardTransient {
         return _norms[claimId];
     }
 
-    /// @notice Whether the claim was refuted.
+    /// @notice Whether the claim was refuted (by proof or by its submitter's timeout).
     function refuted(uint256 claimId) external view returns (bool) {
         return _claim(claimId).refuted;
+    }
+
+    /// @notice Whether the claim was refuted BY PROOF: a one-step check (`prove`), a bad
+    ///         included update (`refuteInclusion`) or a non-empty empty slot (descent); not by
+    ///         a timeout, which shows only that the submitter missed a move. The hook
+    ///         `slashRefutedCertificate` reads (`IFaultGamesHook`).
+    function refutedByProof(uint256 claimId) external view returns (bool) {
+        _claim(claimId);
+        return _provenFaulty[claimId];
     }
 
     /// @notice The claim `claimId`.
@@ -612,7 +630,7 @@ contract FaultGames is ReentrancyGuardTransient {
     function _checkLastNormLeaf(uint256 gameId, Game storage g, Claim storage c) private {
         // INVARIANT: S_{n-1} is the committed normSq.
         if (g.j + 1 == ChunkMerkle.chunkCount(c.dim) && g.leaf != ChunkMerkle.normLeaf(_norms[g.claimId].sq)) {
-            _challengerWins(gameId, g);
+            _challengerWins(gameId, g, true);
         }
     }
 
@@ -661,7 +679,7 @@ contract FaultGames is ReentrancyGuardTransient {
         if (g.index >= ChunkMerkle.chunkCount(c.dim)) {
             // INVARIANT: an empty leaf slot holds bytes32(0); anything else is a fault.
             if (g.leaf == bytes32(0)) revert BadPick(gameId, pick);
-            _challengerWins(gameId, g);
+            _challengerWins(gameId, g, true);
             return;
         }
         g.kind = isNorm ? Kind.NormLeaf : Kind.Leaf;
@@ -703,7 +721,7 @@ contract FaultGames is ReentrancyGuardTransient {
         // INVARIANT: a step on a correct chunk reverts; only a wrong chunk refutes.
         if (leaf == g.leaf) revert ChunkCorrect(gameId, g.j);
         emit StepProven(gameId, g.j, leaf, chunk);
-        _challengerWins(gameId, g);
+        _challengerWins(gameId, g, true);
     }
 
     /// @notice Norm leaf game, challenger's move: the norm step. Reverts with ChunkCorrect
@@ -721,7 +739,7 @@ contract FaultGames is ReentrancyGuardTransient {
         // INVARIANT: a norm step on a correct leaf reverts; only a wrong S_j refutes.
         if (leaf == g.leaf) revert ChunkCorrect(gameId, g.j);
         emit NormProven(gameId, g.j, sum, leaf);
-        _challengerWins(gameId, g);
+        _challengerWins(gameId, g, true);
     }
 
     /// @notice Exclusion game, submitter's move: show excluded update `g.index` bad - lane
@@ -753,8 +771,9 @@ contract FaultGames is ReentrancyGuardTransient {
         if (index >= r.roots.length || _isExcluded(r.excluded, index)) revert WrongMembership(index, true);
         _requireBad(c, r.roots[index], index, o);
         c.refuted = true;
+        _provenFaulty[claimId] = true;
         _credits[msg.sender] += c.bond;
-        emit ClaimRefuted(claimId, msg.sender, type(uint256).max);
+        emit ClaimRefuted(claimId, msg.sender, type(uint256).max, true);
     }
 
     /// @notice Availability game, submitter's move: post chunk `g.j` of included update
@@ -797,7 +816,8 @@ contract FaultGames is ReentrancyGuardTransient {
         // INVARIANT: timeout only once the side to move has spent its whole budget.
         if (elapsed <= budget) revert ClockRunning(gameId, elapsed, budget);
         if (g.turn == Turn.Submitter) {
-            _challengerWins(gameId, g);
+            // a missed move refutes the claim without proving its aggregate wrong
+            _challengerWins(gameId, g, false);
         } else {
             g.turn = Turn.Over;
             c.openGames -= 1;
@@ -825,26 +845,6 @@ contract FaultGames is ReentrancyGuardTransient {
 
     // ------------------------------------------------------------------------------------
     // Internals
-
-    /// @dev OneStep.step(s) with `s` forwarded as it arrived: prove's calldata is
-    ///      selector ‖ gameId ‖ offset ‖ struct, so step's is selector ‖ 0x20 ‖ struct
-    ///      (canonical head enforced: the struct must follow the head directly).
-    function _step(OneStep.Step calldata s) private view returns (bytes32 leaf) {
-        uint256 start;
-        assembly ("memory-safe") {
-            start := s
-        }
-        // INVARIANT: the forwarded bytes are exactly the struct the checks above read.
-        if (start != 4 + 64) revert StepMismatch(type(uint256).max);
-        bytes memory data = abi.encodePacked(OneStep.step.selector, uint256(32), msg.data[start:]);
-        (bool ok, bytes memory ret) = address(oneStep).staticcall(data);
-        if (!ok) {
-            assembly ("memory-safe") {
-                revert(add(ret, 32), mload(ret))
-            }
-        }
-        (, leaf) = abi.decode(ret, (bytes, bytes32));
-    }
 
     function _claim(uint256 claimId) private view returns (Claim storage) {
         // INVARIANT: ids name existing claims.
@@ -878,14 +878,17 @@ contract FaultGames is ReentrancyGuardTransient {
         g.turnStart = uint64(block.number);
     }
 
-    function _challengerWins(uint256 gameId, Game storage g) private {
+    /// @dev The challenger won game `gameId`: the claim is refuted (`byProof`: by a proof,
+    ///      not by the submitter's timeout) and its bond goes to the challenger.
+    function _challengerWins(uint256 gameId, Game storage g, bool byProof) private {
         Claim storage c = _claims[g.claimId];
         g.turn = Turn.Over;
         c.openGames -= 1;
         c.refuted = true;
+        if (byProof) _provenFaulty[g.claimId] = true;
         _credits[g.challenger] += challengeBond + c.bond;
         emit GameResolved(gameId, true);
-        emit ClaimRefuted(g.claimId, g.challenger, gameId);
+        emit ClaimRefuted(g.claimId, g.challenger, gameId, byProof);
     }
 
     function _checkRecords(Claim storage c, uint256 claimId, Records calldata r) private view {

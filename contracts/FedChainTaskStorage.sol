@@ -41,6 +41,10 @@ interface IFaultGamesHook {
     /// @notice The claim's stopping-rule commitment: whether it has one, the committed squared
     ///         update norm, and whether the claim includes no update (a carried round).
     function claimNorm(uint256 claimId) external view returns (bool set, uint256 normSq, bool empty);
+
+    /// @notice Whether the claim was refuted BY PROOF (one-step check, bad included update,
+    ///         non-empty empty slot), not merely by its submitter's timeout.
+    function refutedByProof(uint256 claimId) external view returns (bool);
 }
 
 /// @title FedChainTaskStorage
@@ -298,6 +302,9 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     error AggregateRefuted(uint256 round, uint256 claimId);
     /// @notice The claim bound to the submission was not refuted.
     error ClaimNotRefuted(uint256 round, uint256 claimId);
+    /// @notice The claim bound to the submission was refuted by its submitter's timeout, not
+    ///         by a proof: nothing contradicts a "not faulty" certificate on it.
+    error ClaimNotProvenFaulty(uint256 round, uint256 claimId);
     /// @notice No claim is bound to (`round`, `attempt`) with the given aggregate digest.
     error ClaimNotBound(uint256 round, uint256 attempt);
     /// @notice Every signer of the certificate was already slashed.

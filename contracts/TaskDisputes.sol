@@ -359,11 +359,15 @@ contract TaskDisputes is FedChainTaskStorage {
             revert ClaimNotBound(round, attempt);
         }
         uint256 claimId = (packed >> 192) - 1;
+        IFaultGamesHook games = _faultGames;
         // One view answers every hook; only `refuted` matters here.
         // slither-disable-next-line unused-return
-        (,,,,,, bool isRefuted) = _faultGames.claimHook(claimId);
-        // INVARIANT: signers are slashed only when the one-step proof contradicts them.
+        (,,,,,, bool isRefuted) = games.claimHook(claimId);
+        // INVARIANT: signers are slashed only when the claim is refuted ...
         if (!isRefuted) revert ClaimNotRefuted(round, claimId);
+        // INVARIANT: ... BY PROOF: a timeout (the submitter missed a move) shows nothing
+        // about the aggregate, so it never contradicts a "not faulty" certificate.
+        if (!games.refutedByProof(claimId)) revert ClaimNotProvenFaulty(round, claimId);
         (uint256 total, uint256 slashedSigners) =
             _slashSigners(_verdictDigest(round, attempt, aggregateDigest, false, viewNumber), signatures);
         // INVARIANT: a certificate slashes once.

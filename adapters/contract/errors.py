@@ -472,6 +472,7 @@ class AttestWindowRequired(TaskRevert):
     committee's included set."""
 
     error_name = "AttestWindowRequired"
+    params = ("attestWindow",)
 
 
 class NoFaultGames(TaskRevert):
@@ -521,6 +522,14 @@ class ClaimNotRefuted(TaskRevert):
     """The claim bound to the submission was not refuted."""
 
     error_name = "ClaimNotRefuted"
+    params = ("round", "claimId")
+
+
+class ClaimNotProvenFaulty(TaskRevert):
+    """The claim bound to the submission was refuted by its submitter's timeout, not by a
+    proof: nothing contradicts a "not faulty" certificate on it."""
+
+    error_name = "ClaimNotProvenFaulty"
     params = ("round", "claimId")
 
 
@@ -622,6 +631,7 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         ClaimUnsettled,
         AggregateRefuted,
         ClaimNotRefuted,
+        ClaimNotProvenFaulty,
         ClaimNotBound,
         CertificateAlreadySlashed,
     )

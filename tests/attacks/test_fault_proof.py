@@ -196,14 +196,13 @@ def test_unprovable_claims_are_refused(s: Setup) -> None:
             )
         assert exc_info.value.error_args["why"] == why
     ok = (0, 0, 1, len(r.prev), WINDOW, 2**16, root, root)
-    s.games.tx(
-        s.submitter,
-        "postClaim",
-        ok,
-        (roots, [2**64 - 1, *weights[1:]], exc),
-        r.signers(),
-        r.unincluded(),
-    )
+    ok_records = (roots, [2**64 - 1, *weights[1:]], exc)
+    # a claim's bond must pay its refuter at least one challenge bond
+    with pytest.raises(error_class("WrongBond")):
+        s.games.tx(
+            s.submitter, "postClaim", ok, ok_records, r.signers(), r.unincluded(), value=BOND - 1
+        )
+    s.games.tx(s.submitter, "postClaim", ok, ok_records, r.signers(), r.unincluded(), value=BOND)
 
 
 def test_unanswerable_challenges_cannot_refute_an_honest_claim(s: Setup) -> None:

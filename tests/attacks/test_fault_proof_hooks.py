@@ -24,6 +24,7 @@ from adapters.contract import (
     CertificateAlreadySlashed,
     ClaimMismatch,
     ClaimNotBound,
+    ClaimNotProvenFaulty,
     ClaimNotRefuted,
     ClaimRequired,
     ClaimUnsettled,
@@ -321,6 +322,36 @@ def test_signers_of_a_contradicted_certificate_are_slashed(h: Hooked) -> None:
     assert_accounting(s)
 
 
+def test_signers_of_an_honest_claim_refuted_by_timeout_keep_their_stakes(h: Hooked) -> None:
+    """Issue 22 finding 1: an HONEST claim whose submitter misses one move (offline,
+    censored) is refuted by ``timeout`` after the three honest members certified its right
+    aggregate "not faulty" in a dispute raised by the Byzantine member. A timeout is no
+    proof: ``slashRefutedCertificate`` reverts ``ClaimNotProvenFaulty`` and no signer loses
+    its stake; ``rejectRefuted`` still slashes the submitter that failed to defend its claim."""
+    task, s = h.task, h.s
+    agg, cid, digest = submit(h, h.r.honest())
+    byzantine = next(a for a in s.aggregators if a != agg)
+    signers = [a for a in s.aggregators if a != byzantine]
+    task.challenge(byzantine, 1)
+    sigs = [sig_of(s, a, 1, 0, digest, False) for a in by_address(signers)]
+    task.resolve_dispute(s.owner, 1, 0, False, 0, sigs)  # "not faulty": upheld
+    receipt = h.games.tx(s.spare[0], "openLeaf", cid, 0, value=BOND)
+    ev = h.games.contract.events.GameOpened().process_receipt(receipt, errors=DISCARD)
+    gid = int(ev[0]["args"]["gameId"])
+    s.chain.mine(CLOCK + 1)  # the submitter never answers
+    h.games.tx(s.spare[0], "timeout", gid)
+    assert h.games.view("refuted", cid) and not h.games.view("refutedByProof", cid)
+    stakes = {a.address: task.aggregator_info(a.address).stake for a in signers}
+    with pytest.raises(ClaimNotProvenFaulty):
+        task.slash_refuted_certificate(byzantine, 1, 0, digest, 0, sigs)
+    for a in signers:
+        assert task.aggregator_info(a.address).stake == stakes[a.address] > 0
+    task.reject_refuted(s.spare[1], 1)
+    assert task.aggregator_info(agg.address).slashed
+    assert all(not task.aggregator_info(a.address).slashed for a in signers if a != agg)
+    assert_accounting(s)
+
+
 def test_claims_not_bound_to_the_round_revert(h: Hooked) -> None:
     task, s = h.task, h.s
     agg = chosen(s)
@@ -539,3 +570,79 @@ def test_claim_under_another_rule_than_the_task_is_refused(chain: Chain, task_ru
     own = post_claim(h, agg, h.r.honest(), rule=StepRule.of(task_rule, params))
     h.task.submit_aggregate_with_claim(agg, 1, dg("agg"), own)
     assert h.task.claim_of(1, 0) == own
+
+
+def _drive_to_aggregating(demo: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Step the clients and aggregators until round 1's included set is fixed, every
+    submission held back (the chosen node's own claim may be posted, never bound); returns
+    the chosen aggregator's node."""
+    task = demo.task
+    with monkeypatch.context() as m:
+        m.setattr(task, "submit_aggregate_with_claim", lambda *a, **k: None)
+        for _ in range(400):
+            if task.phase(1) == Phase.AGGREGATING:
+                chosen = task.current_aggregator().address
+                return next(a for a in demo.aggregators if a.address == chosen)
+            acted = demo.fleet.step()
+            for agg in demo.aggregators:
+                acted |= bool(agg.step())
+            if not acted:
+                demo.chain.mine(1)
+    raise AssertionError(f"round 1 never reached AGGREGATING ({task.phase(1)!r})")
+
+
+def test_honest_nodes_vote_faulty_on_a_right_digest_bound_to_a_wrong_root(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 22 finding 2 (n = 7, f = 2 in contracts/test/FaultProofFindings.t.sol): a
+    Byzantine submitter binds the RIGHT digest to a claim whose new root is wrong. On a
+    fault-proof task a "not faulty" verdict vouches for the whole submission (digest and
+    claim: a proof refuting the claim slashes every signer), so the honest nodes of a
+    ``dispute = "both"`` task vote "faulty" although their re-execution agrees with the
+    digest; a claim of their own root (and excluded set) they vouch for. Real nodes, real
+    task and FaultGames on the embedded chain."""
+    from fedchain.config import DemoConfig
+    from fedchain.sim.runner import Demo
+    from protocol.metrics import Progress
+
+    cfg = DemoConfig(
+        clients=4,
+        aggregators=4,
+        rounds=1,
+        epochs=1,
+        submit_timeout=40,
+        challenge_window=3,
+        dispute="both",
+        out=str(tmp_path),
+        name="bound-wrong-root",
+    )
+    demo = Demo(cfg, Progress(quiet=True))
+    demo.setup()
+    try:
+        byz = _drive_to_aggregating(demo, monkeypatch)
+        result, inputs = byz.compute(1)
+        byz.store.put(result.payload)  # the right bytes, published
+        view = byz._fault_view(1, inputs, result)
+        assert view is not None
+        attempt = demo.task.current_aggregator().attempt
+        honest_cid = byz.fault.claim(1, attempt, view, view.honest_state)
+        wrong = np.asarray(view.honest_state, np.int64).copy()
+        wrong[0] += 1
+        wrong_cid = byz.fault.claim(1, attempt, view, wrong)
+        demo.task.submit_aggregate_with_claim(byz.account, 1, result.digest, wrong_cid)
+        assert demo.task.phase(1) == Phase.SUBMITTED
+        others = [a for a in demo.aggregators if a.address != byz.address]
+        for node in others:
+            verification = node.verify(1, attempt, byz.address, result.digest)
+            assert verification.agrees, "the digest is the honest re-execution's"
+            assert node.dispute_verdict(1, attempt, result.digest), (
+                f"{node.name} vouched for a submission whose claim a proof refutes"
+            )
+            assert node.fault is not None
+            mine, mine_inputs = node.compute(1)
+            own = node._fault_view(1, mine_inputs, mine)
+            assert own is not None
+            assert node.fault.vouches_for(honest_cid, own)
+            assert not node.fault.vouches_for(wrong_cid, own)
+    finally:
+        demo.close()

@@ -163,15 +163,19 @@ class DisputeDriver:
         self._restarts_seen = len(self.committee.restarts)
 
     def slash_refuted_certificates(self) -> bool:
-        """A certificate that called an aggregate "not faulty" whose claim a one-step proof
-        then refuted: an honest member sends it to ``slashRefutedCertificate``, which slashes
-        every signer (docs/fault-proof.md, "PBFT becomes accountable")."""
+        """A certificate that called an aggregate "not faulty" whose claim a proof then
+        refuted (``refutedByProof``: a timeout proves nothing): an honest member sends it to
+        ``slashRefutedCertificate``, which slashes every signer (docs/fault-proof.md, "PBFT
+        becomes accountable", "Certificates and refutations")."""
         if self.games is None or not self.upheld:
             return False
         acted = False
         for key, cert in list(self.upheld.items()):
             cid = self.task.claim_of(*key)
             if cid is None or not self.games.view("refuted", cid):
+                continue
+            if not self.games.view("refutedByProof", cid):
+                del self.upheld[key]  # refuted by timeout: the certificate stands
                 continue
             del self.upheld[key]
             honest = [i for i, b in enumerate(self.committee.behaviours) if b == "honest"] or [0]
