@@ -628,9 +628,9 @@ contract FaultGames is ReentrancyGuardTransient {
     {
         (round, j);
         uint224 acc = 0;
-        uint256 n = entries.length / 92;
         // INVARIANT: whole records only.
-        if (n * 92 != entries.length) revert BadClaim(entries.length, 92);
+        if (entries.length % 92 != 0) revert BadClaim(entries.length, 92);
+        uint256 n = entries.length / 92;
         for (uint256 i = 0; i < n; ++i) {
             bytes calldata e = entries[i * 92:(i + 1) * 92];
             acc = ClientRecords.extendUpdates(

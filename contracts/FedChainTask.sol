@@ -482,6 +482,11 @@ contract FedChainTask is FedChainTaskStorage {
         (address laggard,, uint256 deadline) = _chosen(round, rs);
         // INVARIANT: the chosen aggregator keeps its slot until the deadline has passed.
         if (block.number <= deadline) revert DeadlineNotPassed(round, rs.attempt, deadline);
+        // INVARIANT: nobody is penalized for not aggregating an included set under an open
+        // availability challenge (its expiry re-opens the round with a fresh attempt).
+        if (_availability[round].challenger != address(0)) {
+            revert AvailabilityChallengeOpen(round, _availability[round].index);
+        }
 
         uint256 penalty = 0;
         if (laggard != address(0)) {

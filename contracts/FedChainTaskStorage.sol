@@ -587,6 +587,9 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     uint256 internal _depositsHeld;
     /// @dev The open availability challenge of each round (task-level data-availability
     ///      game, issue 22): at most one at a time; `challenger` is 0 when none is open.
+    // Slither's uninitialized-state (FedChainTask analysed on its own): TaskDisputes writes
+    // it (`challengeAvailability`, partly in assembly) in the task's storage by DELEGATECALL.
+    // slither-disable-next-line uninitialized-state
     mapping(uint256 round => AvailabilityChallenge) internal _availability;
 
     /// @param cfg Task parameters (validated by the task's constructor).

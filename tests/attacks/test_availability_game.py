@@ -17,6 +17,7 @@ Block arithmetic as in tests/test_contract.py: a transaction sent while the late
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,9 @@ from adapters.contract import (
 from adapters.faultproof import FaultGamesContract, OneStepContract
 from aggregators.faultproof import StepRule
 from aggregators.registry import rule_id
+from fedchain.sim.driver.events import read_events
+from fedchain.sim.runner import run_scenario
+from fedchain.sim.scenario import load_scenario, outcome_of
 from protocol.merkle import ChunkTree, chunk_bytes, chunk_values
 from tests.conftest import DEFAULT_TASK_CONFIG, TaskSetup
 from tests.fault_support import BOND, CLAIM_BOND, CLOCK, VB, Round, make_round
@@ -54,6 +58,7 @@ X = 4  # the withheld update
 ATTEST_WINDOW = 8
 CHALLENGE_WINDOW = 3
 DISPUTE_TIMEOUT = 4  # blocks to answer an availability challenge
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 GAME_WINDOW = CHALLENGE_WINDOW + 4
 
 
@@ -383,6 +388,24 @@ def test_finalize_is_blocked_while_a_challenge_is_open(av: Avail) -> None:
     assert task.phase(1) == Phase.AGGREGATING
 
 
+def test_no_timeout_penalty_while_a_challenge_is_open(av: Avail) -> None:
+    """The chosen member cannot aggregate an included set under challenge: advanceAttempt
+    waits, and the expiry opens a fresh attempt, so no honest member loses stake to it."""
+    task, cfg = av.task, av.task.config()
+    task.challenge_availability(av.honest[0], 1, X, 1)
+    laggard = chosen(av.s)
+    deadline = task.current_aggregator().deadline_block
+    exec_at(av.s.chain, max(deadline, task.availability_challenge(1).deadline) + 1)  # type: ignore[union-attr]
+    with pytest.raises(AvailabilityChallengeOpen):
+        task.advance_attempt(av.s.spare[0], 1)
+    task.expire_availability(av.s.spare[0], 1)
+    if laggard not in av.colluders:
+        assert task.aggregator_info(laggard.address).stake == cfg.aggregator_stake
+    nxt = task.current_aggregator()
+    assert nxt.deadline_block == av.s.chain.block_number() + cfg.submit_timeout
+    assert nxt.address in {a.address for a in av.honest}
+
+
 # ----------------------------------------------------------------------------------------
 # Who may challenge what
 # ----------------------------------------------------------------------------------------
@@ -466,3 +489,33 @@ def test_gas_of_each_move(chain: Chain) -> None:
     assert 50_000 < gas["challengeAvailability"] < 150_000
     assert 30_000 < gas["answerAvailability"] < 120_000
     assert 50_000 < gas["expireAvailability"] < 200_000
+
+
+# ----------------------------------------------------------------------------------------
+# The nodes play it unattended (scenarios/avail-withheld-fault-proof.toml)
+# ----------------------------------------------------------------------------------------
+
+
+def test_nodes_drop_a_withheld_update_and_finalize_like_the_honest_twin(tmp_path: Path) -> None:
+    """Client 0 hands its update to nobody; aggregators 0 and 1 (f + 1, colluding) attest it
+    anyway. An honest node that cannot fetch it challenges its availability, nobody can
+    answer, a node expires the challenge: both attesters are slashed and the round finalizes
+    without the update, byte-identical to the honest twin (on the code before the game the
+    honest members can never fetch it and the task stalls until abortTask)."""
+    scenario = load_scenario(SCENARIOS / "avail-withheld-fault-proof.toml")
+    scenario.config.out = str(tmp_path)
+    summary = run_scenario(scenario).summary
+    twin = run_scenario(scenario.honest_twin()).summary
+    assert outcome_of(summary) == "safe" and summary["all_rounds_finalized"]
+    assert summary["final_model_digest"] == twin["final_model_digest"]
+    (log,) = list(tmp_path.glob("*avail-withheld-fault-proof/events.jsonl"))
+    events = read_events(log)
+    (finalized,) = [e for e in events if e["kind"] == "round_finalized"]
+    assert finalized["gas"]["challengeAvailability"] > 0
+    assert finalized["gas"]["expireAvailability"] > 0
+    assert "answerAvailability" not in finalized["gas"]  # nobody held it
+    submitted = [e for e in events if e["kind"] == "aggregate_submitted"]
+    assert len(submitted) == 1 and not submitted[0]["faulty"]  # one honest aggregate, after
+    stakes = [e for e in events if e["kind"] == "stakes"][-1]["aggregators"]
+    assert stakes["aggregator-0"]["slashed"] and stakes["aggregator-1"]["slashed"]
+    assert not stakes["aggregator-2"]["slashed"] and not stakes["aggregator-3"]["slashed"]
