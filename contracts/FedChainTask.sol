@@ -760,6 +760,12 @@ contract FedChainTask is FedChainTaskStorage {
         _delegateToDisputes();
     }
 
+    /// @notice Plain ether transfers are refused: the module has no receive function, so the
+    ///         DELEGATECALL reverts (stakes, bonds and deposits come in through their calls).
+    receive() external payable {
+        _delegateToDisputes();
+    }
+
     /// @notice The FaultGames contract this task is bound to (address(0): PBFT only).
     function faultGames() external view returns (address) {
         return address(_faultGames);

@@ -346,7 +346,8 @@ contract TaskDisputes is FedChainTaskStorage {
         // against (a hidden update's is zero) is challenged, never by one of its attesters
         // (each claims to hold it).
         (uint256 attesters,) = _attesters(round, index, false);
-        bytes32 root = _chunkRootOf(round, entries);
+        (entries); // read by FaultGames.entriesRoot from this call's calldata
+        bytes32 root = _chunkRootOf(round);
         if (attesters <= Quorums.maxFaulty(_committeeSize) || root == bytes32(0)) revert NotIncluded(round, index);
         if (_attestations[round][info.index][index >> 8] & (1 << (index & 255)) != 0) {
             revert ChallengerAttested(round, index, msg.sender);
@@ -498,13 +499,14 @@ contract TaskDisputes is FedChainTaskStorage {
         }
     }
 
-    /// @dev U_i of update `index`, read from `entries` (the round's records as the
-    ///      `UpdatesRegistered` events carry them, concatenated) after checking that they are
-    ///      the round's: the same `ClientRecords.extendUpdates` accumulator as the task's
+    /// @dev U_i of update `index`, read from this `challengeAvailability` call's `entries`
+    ///      (the round's records as the `UpdatesRegistered` events carry them, concatenated)
+    ///      after checking that they are the round's: the same `ClientRecords.extendUpdates`
+    ///      accumulator as the task's
     ///      (which commits to their number too). The task's FaultGames computes both
     ///      (`entriesRoot`, pure: it holds the ClientRecords code; this module is at the init
     ///      code size limit) from this call's calldata, forwarded with its selector swapped.
-    function _chunkRootOf(uint256 round, bytes calldata entries) private view returns (bytes32 root) {
+    function _chunkRootOf(uint256 round) private view returns (bytes32 root) {
         address games = address(_faultGames);
         uint256 acc;
         bool ok;
