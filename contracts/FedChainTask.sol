@@ -482,6 +482,11 @@ contract FedChainTask is FedChainTaskStorage {
         (address laggard,, uint256 deadline) = _chosen(round, rs);
         // INVARIANT: the chosen aggregator keeps its slot until the deadline has passed.
         if (block.number <= deadline) revert DeadlineNotPassed(round, rs.attempt, deadline);
+        // INVARIANT: nobody is penalized for not aggregating an included set under an open
+        // availability challenge (its expiry re-opens the round with a fresh attempt).
+        if (_availability[round].challenger != address(0)) {
+            revert AvailabilityChallengeOpen(round, _availability[round].index);
+        }
 
         uint256 penalty = 0;
         if (laggard != address(0)) {
@@ -506,6 +511,10 @@ contract FedChainTask is FedChainTaskStorage {
         RoundState storage rs = _currentRoundState(round);
         // INVARIANT: a disputed aggregate waits for the committee's verdict.
         if (rs.status == Phase.Disputed) revert DisputeOpen(round, rs.challenger);
+        // INVARIANT: the included set may still lose an update while a challenge on it is open.
+        if (_availability[round].challenger != address(0)) {
+            revert AvailabilityChallengeOpen(round, _availability[round].index);
+        }
         // INVARIANT: only a submitted (and undisputed) aggregate can be finalized.
         if (rs.status != Phase.Submitted) revert NoAggregateSubmitted(round);
         uint256 challengeDeadline = uint256(rs.submitBlock) + _challengeWindow;
@@ -592,6 +601,12 @@ contract FedChainTask is FedChainTaskStorage {
                 refunded += _challengeBond;
                 _credit(rs.challenger, _challengeBond);
             }
+        }
+        // an open availability challenge proved nothing either: its bond comes back
+        address availabilityChallenger = _availability[round].challenger;
+        if (availabilityChallenger != address(0)) {
+            refunded += _challengeBond;
+            _credit(availabilityChallenger, _challengeBond);
         }
         emit TaskAborted(round, msg.sender, refunded);
     }
@@ -743,6 +758,23 @@ contract FedChainTask is FedChainTaskStorage {
         bytes[] calldata signatures
     ) external {
         (round, attempt, aggregateDigest, viewNumber, signatures); // forwarded in msg.data
+        _delegateToDisputes();
+    }
+
+    /// @notice Every call whose selector the task does not define runs in its `TaskDisputes`
+    ///         module by DELEGATECALL (see `_delegateToDisputes`), which reverts for a selector
+    ///         it does not define either (and for plain ether transfers: it has no receive).
+    ///         This is how the task-level data-availability game (issue 22) is reached
+    ///         without a forwarder each: `challengeAvailability`, `answerAvailability`,
+    ///         `expireAvailability` and the `availabilityChallenge` view (TaskDisputes'
+    ///         NatSpec; their ABI entries come from TaskDisputes' artifact).
+    fallback() external payable {
+        _delegateToDisputes();
+    }
+
+    /// @notice Plain ether transfers are refused: the module has no receive function, so the
+    ///         DELEGATECALL reverts (stakes, bonds and deposits come in through their calls).
+    receive() external payable {
         _delegateToDisputes();
     }
 

@@ -540,6 +540,62 @@ class ClaimNotBound(TaskRevert):
     params = ("round", "attempt")
 
 
+class NotIncluded(TaskRevert):
+    """An availability challenge on an update outside the included set (or without U_i)."""
+
+    error_name = "NotIncluded"
+    params = ("round", "index")
+
+
+class ChallengerAttested(TaskRevert):
+    """An availability challenge by a member that attested the update."""
+
+    error_name = "ChallengerAttested"
+    params = ("round", "index", "account")
+
+
+class EntriesMismatch(TaskRevert):
+    """The records sent with an availability challenge are not the round's."""
+
+    error_name = "EntriesMismatch"
+    params = ("round",)
+
+
+class AvailabilityChallengeOpen(TaskRevert):
+    """An availability challenge on the round is open (one at a time; finalize waits)."""
+
+    error_name = "AvailabilityChallengeOpen"
+    params = ("round", "index")
+
+
+class NoAvailabilityChallenge(TaskRevert):
+    """No availability challenge is open on the round."""
+
+    error_name = "NoAvailabilityChallenge"
+    params = ("round",)
+
+
+class AvailabilityTimedOut(TaskRevert):
+    """The availability challenge's answer window closed."""
+
+    error_name = "AvailabilityTimedOut"
+    params = ("round", "deadline")
+
+
+class AvailabilityNotTimedOut(TaskRevert):
+    """The availability challenge can still be answered."""
+
+    error_name = "AvailabilityNotTimedOut"
+    params = ("round", "deadline")
+
+
+class BadChunkOpening(TaskRevert):
+    """The posted chunk does not open against the update's U_i."""
+
+    error_name = "BadChunkOpening"
+    params = ("round", "index")
+
+
 class CertificateAlreadySlashed(TaskRevert):
     """Every signer of the certificate was already slashed."""
 
@@ -634,6 +690,14 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         ClaimNotProvenFaulty,
         ClaimNotBound,
         CertificateAlreadySlashed,
+        NotIncluded,
+        ChallengerAttested,
+        EntriesMismatch,
+        AvailabilityChallengeOpen,
+        NoAvailabilityChallenge,
+        AvailabilityTimedOut,
+        AvailabilityNotTimedOut,
+        BadChunkOpening,
     )
 }
 for _cls in ERROR_CLASSES.values():
