@@ -291,6 +291,9 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     ///         the committee's included set (an update attested by f + 1 members is held by a
     ///         correct one), or an honest submitter could not answer every exclusion game.
     error AttestWindowRequired(uint256 attestWindow);
+    /// @notice The constructor's `evidence` is not the audited EquivocationEvidence: its code
+    ///         hash `codehash` is not `EVIDENCE_CODEHASH` (0 when no contract is there).
+    error EvidenceCodeMismatch(address evidence, bytes32 codehash);
     /// @notice A fault-proof task's aggregate must be submitted with its claim
     ///         (`submitAggregateWithClaim`).
     error ClaimRequired(uint256 round);

@@ -24,6 +24,8 @@ class TaskBase:
             address=self.address, abi=task_abi(self.artifact)
         )
         self.deploy_receipt: Any = None
+        #: receipt of the EquivocationEvidence deployment `deploy` made (None: given or attached)
+        self.evidence_deploy_receipt: Any = None
         self._config: TaskConfig | None = None
         self._events_by_topic: dict[bytes, str] | None = None
         self._update_logs: dict[int, _UpdateLog] = {}

@@ -268,9 +268,9 @@ class DisputesMixin(ViewsMixin):
 
     @property
     def evidence_address(self) -> str:
-        """The task's ``EquivocationEvidence`` contract: the first contract the task created
-        (its constructor's ``new``, contract nonce 1)."""
-        return to_checksum_address(get_create_address(self.address, 1))
+        """The task's ``EquivocationEvidence`` contract (deployed before the task, passed to
+        its constructor; the task's ``equivocationEvidence`` view)."""
+        return to_checksum_address(self._call("equivocationEvidence"))
 
     def _evidence_contract(self) -> Any:
         abi = load_artifact(ARTIFACT_PATH.with_name("EquivocationEvidence.json"))["abi"]

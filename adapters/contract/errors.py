@@ -475,6 +475,14 @@ class AttestWindowRequired(TaskRevert):
     params = ("attestWindow",)
 
 
+class EvidenceCodeMismatch(TaskRevert):
+    """The constructor's EquivocationEvidence address holds other code than the audited
+    contract (``codehash`` is not ``EVIDENCE_CODEHASH``; 0 when nothing is deployed there)."""
+
+    error_name = "EvidenceCodeMismatch"
+    params = ("evidence", "codehash")
+
+
 class NoFaultGames(TaskRevert):
     """A fault-proof call on a PBFT-only task (or a zero FaultGames address)."""
 
@@ -680,6 +688,7 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         ZeroValue,
         FaultGamesFixed,
         AttestWindowRequired,
+        EvidenceCodeMismatch,
         NoFaultGames,
         BadStopRule,
         ClaimRequired,
