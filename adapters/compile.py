@@ -209,7 +209,8 @@ def build_artifacts() -> dict[str, dict[str, Any]]:
     runtime = evidence.get("evm", {}).get("deployedBytecode", {}).get("object")
     from eth_utils.crypto import keccak
 
-    if runtime is None or render_codehash_source(keccak(hexstr=runtime)) != generated[CODEHASH_UNIT]:
+    together = None if runtime is None else render_codehash_source(keccak(hexstr=runtime))
+    if together != generated[CODEHASH_UNIT]:
         raise CompileError(
             f"{EVIDENCE_NAME} compiles to other code with the other contracts than on its own: "
             f"{CODEHASH_UNIT} would not match the deployed code"

@@ -648,9 +648,10 @@ def _created_address(creator: str, nonce: int) -> str:
 
 def test_disputes_module_refuses_direct_calls(task_factory: Any) -> None:
     """The task's constructor creates TaskDisputes (nonce 1; EquivocationEvidence is deployed
-    before the task by its own transaction, EIP-3860). Called directly rather than by the task's DELEGATECALL, every state-changing
-    function of the module reverts NotDelegated, so its own storage is never written and no
-    ether can reach it; through the task the same call works (the dispute tests above)."""
+    before the task by its own transaction, EIP-3860). Called directly rather than by the
+    task's DELEGATECALL, every state-changing function of the module reverts NotDelegated, so
+    its own storage is never written and no ether can reach it; through the task the same
+    call works (the dispute tests above)."""
     from eth_utils.crypto import keccak
 
     from adapters.compile import artifact_path
