@@ -43,7 +43,7 @@ from adapters.contract import (
     WrongValue,
 )
 from adapters.faultproof import FaultGamesContract, OneStepContract
-from aggregators.faultproof import StepRule
+from aggregators.faultproof import StepRule, fault_params_hash
 from aggregators.registry import rule_id
 from fedchain.sim.driver.events import read_events
 from fedchain.sim.runner import run_scenario
@@ -105,7 +105,9 @@ def make_avail(chain: Chain, *, fault_proof: bool = True, attest_x: int = 2) -> 
     games = FaultGamesContract.deploy(chain, owner, one.address, CLOCK, BOND)
     r = make_round(StepRule.of("fedavg"))
     if fault_proof:
-        task.set_fault_games(owner, games.address, ChunkTree(r.prev).root)
+        task.set_fault_games(
+            owner, games.address, ChunkTree(r.prev).root, fault_params_hash(r.rule, len(r.prev), VB)
+        )
     for a in aggregators:
         task.register_aggregator(a)
     for c in clients:
@@ -144,6 +146,8 @@ def submit_claim(av: Avail, excluded: list[int]) -> tuple[Any, int, bytes]:
     left out) and submits it."""
     r = av.r
     r.excluded = excluded
+    # the claim declares the records the task did not include (ClaimMismatch 8 otherwise)
+    r.not_included = [i for i, inc in enumerate(av.task.included_updates(1)) if not inc]
     agg = chosen(av.s)
     params = (
         r.rule.rule_id,
@@ -155,7 +159,9 @@ def submit_claim(av: Avail, excluded: list[int]) -> tuple[Any, int, bytes]:
         ChunkTree(r.prev).root,
         ChunkTree(r.honest()).root,
     )
-    receipt = av.games.tx(agg, "postClaim", params, r.records(), r.signers(), value=CLAIM_BOND)
+    receipt = av.games.tx(
+        agg, "postClaim", params, r.records(), r.signers(), r.unincluded(), value=CLAIM_BOND
+    )
     cid = int(
         av.games.contract.events.ClaimPosted().process_receipt(receipt, errors=DISCARD)[0]["args"][
             "claimId"
