@@ -45,7 +45,8 @@ def test_a_task_refuses_an_evidence_look_alike(task_factory: Any) -> None:
     with pytest.raises(EvidenceCodeMismatch) as exc:
         TaskContract.deploy(s.chain, s.owner, cfg, evidence=fake)
     assert exc.value.error_args["evidence"] == fake
-    assert bytes(exc.value.error_args["codehash"]) == fake_hash
+    codehash = exc.value.error_args["codehash"]
+    assert isinstance(codehash, bytes) and codehash == fake_hash
     # no contract at all: an account with no code (codehash 0, or keccak("") once funded)
     for nothing in ("0x" + "be" * 20, s.clients[0].address):
         with pytest.raises(EvidenceCodeMismatch):
