@@ -292,7 +292,8 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     ///         correct one), or an honest submitter could not answer every exclusion game.
     error AttestWindowRequired(uint256 attestWindow);
     /// @notice The constructor's `evidence` is not the audited EquivocationEvidence: its code
-    ///         hash `codehash` is not `EVIDENCE_CODEHASH` (0 when no contract is there).
+    ///         hash `codehash` is not `EVIDENCE_CODEHASH` (0 for an empty account,
+    ///         keccak256("") for one with balance but no code).
     error EvidenceCodeMismatch(address evidence, bytes32 codehash);
     /// @notice A fault-proof task's aggregate must be submitted with its claim
     ///         (`submitAggregateWithClaim`).

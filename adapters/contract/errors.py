@@ -477,7 +477,8 @@ class AttestWindowRequired(TaskRevert):
 
 class EvidenceCodeMismatch(TaskRevert):
     """The constructor's EquivocationEvidence address holds other code than the audited
-    contract (``codehash`` is not ``EVIDENCE_CODEHASH``; 0 when nothing is deployed there)."""
+    contract (``codehash`` is not ``EVIDENCE_CODEHASH``; 0 for an empty account,
+    keccak256("") for one with balance but no code)."""
 
     error_name = "EvidenceCodeMismatch"
     params = ("evidence", "codehash")
