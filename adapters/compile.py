@@ -47,7 +47,10 @@ SETTINGS: dict[str, Any] = {
     "evmVersion": "cancun",
     "optimizer": {"enabled": True, "runs": 200},
     "viaIR": False,
-    "metadata": {"bytecodeHash": "ipfs"},
+    # no CBOR metadata: the runtime code depends on the code only, so EquivocationEvidence's
+    # code hash (EVIDENCE_CODEHASH) is the same under Foundry (foundry.toml: cbor_metadata
+    # = false, bytecode_hash = "none")
+    "metadata": {"appendCBOR": False, "bytecodeHash": "none"},
     "outputSelection": {
         "*": {
             "*": [
@@ -61,6 +64,14 @@ SETTINGS: dict[str, Any] = {
         }
     },
 }
+
+#: EquivocationEvidence: deployed by its own transaction; the task accepts only its code hash.
+EVIDENCE_UNIT = "lib/EquivocationEvidence.sol"
+EVIDENCE_NAME = "EquivocationEvidence"
+#: The generated Solidity file holding ``EVIDENCE_CODEHASH`` (committed; ``--check`` compares).
+CODEHASH_UNIT = "lib/EvidenceCodeHash.sol"
+#: Where the generated sources are written (their unit names are relative to it).
+GENERATED_DIR = CONTRACTS_DIR
 
 #: Fields compared by ``--check`` (the ones the Python side actually uses).
 CHECKED_FIELDS = ("abi", "bytecode", "deployedBytecode")
@@ -138,18 +149,80 @@ def compiler_version() -> str:
     return solcx.wrapper.get_version_str_from_solc_binary(WRAPPER)
 
 
+def render_codehash_source(codehash: bytes) -> str:
+    """The text of ``contracts/lib/EvidenceCodeHash.sol`` for EquivocationEvidence's runtime
+    code hash ``codehash``."""
+    return (
+        "// SPDX-License-Identifier: MIT\n"
+        "// GENERATED FILE, DO NOT EDIT: written by `python -m adapters.compile`\n"
+        "// (adapters/compile.py) from keccak256 of EquivocationEvidence's runtime code\n"
+        "// (contracts/lib/EquivocationEvidence.sol, compiled without CBOR metadata);\n"
+        "// `python -m adapters.compile --check` fails when it is stale.\n"
+        "pragma solidity ^0.8.24;\n"
+        "\n"
+        "/// @dev Code hash of the only EquivocationEvidence a FedChainTask accepts (EIP-3860:\n"
+        "///      deployed by its own transaction, checked by the task's constructor).\n"
+        f"bytes32 constant EVIDENCE_CODEHASH = 0x{codehash.hex()};\n"
+    )
+
+
+def _evidence_runtime() -> str:
+    """EquivocationEvidence's runtime code (hex), compiled on its own (its imports only)."""
+    path = CONTRACTS_DIR / EVIDENCE_UNIT
+    output = _run_solc(
+        {
+            "language": "Solidity",
+            "sources": {EVIDENCE_UNIT: {"content": path.read_text("utf-8")}},
+            "settings": SETTINGS,
+        }
+    )
+    try:
+        runtime: str = output["contracts"][EVIDENCE_UNIT][EVIDENCE_NAME]["evm"]["deployedBytecode"][
+            "object"
+        ]
+    except KeyError as exc:
+        raise CompileError(f"solc produced no output for {EVIDENCE_UNIT}:{EVIDENCE_NAME}") from exc
+    return runtime
+
+
+def generated_sources() -> dict[str, str]:
+    """The generated Solidity sources, by source unit name: ``lib/EvidenceCodeHash.sol`` from
+    EquivocationEvidence compiled first (it imports nothing generated)."""
+    from eth_utils.crypto import keccak
+
+    return {CODEHASH_UNIT: render_codehash_source(keccak(hexstr=_evidence_runtime()))}
+
+
 def build_artifacts() -> dict[str, dict[str, Any]]:
-    """Compile every main contract in memory and return ``{contract name: artifact}``."""
+    """Compile every main contract in memory and return ``{contract name: artifact}`` (with the
+    generated sources as :func:`generated_sources` makes them, whatever is on disk)."""
     sources = _local_sources()
+    generated = generated_sources()
+    contents = {unit: path.read_text("utf-8") for unit, path in sources.items()} | generated
     standard_input = {
         "language": "Solidity",
-        "sources": {unit: {"content": path.read_text("utf-8")} for unit, path in sources.items()},
+        "sources": {unit: {"content": text} for unit, text in contents.items()},
         "settings": SETTINGS,
     }
     output = _run_solc(standard_input)
+    evidence = output.get("contracts", {}).get(EVIDENCE_UNIT, {}).get(EVIDENCE_NAME, {})
+    runtime = evidence.get("evm", {}).get("deployedBytecode", {}).get("object")
+    from eth_utils.crypto import keccak
+
+    together = None if runtime is None else render_codehash_source(keccak(hexstr=runtime))
+    if together != generated[CODEHASH_UNIT]:
+        raise CompileError(
+            f"{EVIDENCE_NAME} compiles to other code with the other contracts than on its own: "
+            f"{CODEHASH_UNIT} would not match the deployed code"
+        )
     version = compiler_version()
     used_units = sorted(output.get("sources", {}))
-    source_hashes = {unit: _sha256(_resolve_unit(unit)) for unit in used_units}
+    source_hashes = {
+        unit: hashlib.sha256(generated[unit].encode("utf-8")).hexdigest()
+        if unit in generated
+        else _sha256(_resolve_unit(unit))
+        for unit in used_units
+    }
 
     artifacts: dict[str, dict[str, Any]] = {}
     for unit, name in MAIN_CONTRACTS.items():
@@ -199,6 +272,9 @@ def _dump(artifact: dict[str, Any]) -> str:
 
 def compile_contracts(write: bool = True) -> dict[str, dict[str, Any]]:
     """Compile all contracts; unless ``write`` is false, (re)write ``contracts/build/*.json``."""
+    if write:
+        for unit, text in generated_sources().items():
+            (GENERATED_DIR / unit).write_text(text, encoding="utf-8")
     artifacts = build_artifacts()
     if write:
         BUILD_DIR.mkdir(parents=True, exist_ok=True)
@@ -210,6 +286,10 @@ def compile_contracts(write: bool = True) -> dict[str, dict[str, Any]]:
 def check_artifacts() -> list[str]:
     """Recompile in memory; return a description of every drift (empty list = up to date)."""
     problems: list[str] = []
+    for unit, text in generated_sources().items():
+        path = GENERATED_DIR / unit
+        if not path.is_file() or path.read_text("utf-8") != text:
+            problems.append(f"contracts/{unit} (generated) is missing or stale")
     for name, fresh in build_artifacts().items():
         path = artifact_path(name)
         if not path.is_file():

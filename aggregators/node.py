@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from hashlib import sha256
 from typing import Any, Protocol
 
 from eth_account.signers.local import LocalAccount
@@ -41,8 +42,9 @@ from eth_account.signers.local import LocalAccount
 from adapters.chain import Chain
 from adapters.contract import Phase, RegisteredUpdate, RoundInfo, TaskContract
 from adapters.records import UpdateEntry
-from adapters.round_inputs import fetch_included
+from adapters.round_inputs import attesters, fetch_included
 from adapters.storage import ContentStore, PeerStore, get_by_digest, has_digest
+from aggregators.availability import challenge_target, chunk_answer, update_row
 from aggregators.behaviours import HONEST, Behaviour, RoundContext
 from aggregators.execution import RoundResult, execute_round, rule_for
 from aggregators.fault_agent import (
@@ -58,6 +60,9 @@ from protocol.manifest import TaskManifest
 from protocol.merkle import ChunkTree
 from protocol.metrics import PhaseClock
 from protocol.payloads import decode_global_state
+
+#: Phases in which a task-level availability challenge may be open.
+_AVAILABILITY_PHASES = (Phase.AGGREGATING, Phase.SUBMITTED, Phase.DISPUTED)
 
 
 class NodeCrashed(FedchainError):
@@ -175,6 +180,8 @@ class AggregatorNode:
         self.withheld: set[tuple[int, int]] = set()
         self.challenged: set[tuple[int, int]] = set()
         self.attested: set[int] = set()
+        #: (round, included set) whose every included update this node could fetch
+        self._available: set[tuple[int, tuple[bool, ...]]] = set()
         self._open_blocks: dict[int, int] = {}
         self._last_try: dict[tuple[str, int], int] = {}
         self._cache: dict[
@@ -194,6 +201,11 @@ class AggregatorNode:
         if round_ == 0:  # task not started
             return []
         phase = task.phase(round_)
+        if self.fault is not None and phase in _AVAILABILITY_PHASES:
+            # a task-level availability challenge first: finalize waits for it
+            answered = self._availability_step(round_)
+            if answered:
+                return answered
         events = self._phase_step(round_, phase)
         if self.fault is not None and not events:
             # after the phase's work (its deadlines are the tighter), one game transaction per
@@ -216,7 +228,8 @@ class AggregatorNode:
                 return self._on_disputed(round_)
         except StorageError as exc:
             # An included payload no attester served yet: nothing to do but try again later
-            # (reported once per block, so the driver lets time pass).
+            # (reported once per block, so the driver lets time pass); on a fault-proof task
+            # `_availability_step` challenges its availability meanwhile.
             block = self.chain.block_number()
             if self._last_try.get(("fetch-failed", round_)) == block:
                 return []
@@ -634,6 +647,85 @@ class AggregatorNode:
             )
             for m in self.fault.play(limit=1)
         ]
+
+    # -- task-level availability (docs/fault-proof.md) ---------------------------------------
+
+    def _availability_step(self, round_: int) -> list[AggregatorEvent]:
+        """Answer the round's open availability challenge when this node holds the update
+        (its bytes open against U_i), or expire it once its deadline has passed."""
+        assert self.fault is not None
+        open_ = self.task.availability_challenge(round_)
+        if open_ is None:
+            return self._challenge_unavailable(round_)
+        detail = {"index": open_.index, "j": open_.j, "challenger": open_.challenger}
+        if self.chain.block_number() + 1 > open_.deadline:
+            return self._try(
+                round_,
+                "expireAvailability",
+                lambda: self.task.expire_availability(self.account, round_),
+                detail,
+            )
+        if open_.challenger == self.address or self.behaviour.attest == "all":
+            return []  # it lacks the update; a member attesting blindly never serves either
+        payload = self._held(self.task.updates(round_)[open_.index])
+        row = None if payload is None else update_row(self.manifest, round_, payload)
+        if row is None or ChunkTree(row).root != open_.chunk_root:
+            return []
+        answer = chunk_answer(row, open_.j)
+        return self._try(
+            round_,
+            "answerAvailability",
+            lambda: self.task.answer_availability(
+                self.account, round_, answer.dim, answer.chunk, answer.proof
+            ),
+            detail,
+        )
+
+    def _held(self, update: RegisteredUpdate) -> bytes | None:
+        """The payload of ``update`` from this node's own store, or None."""
+        local = self.store.local if isinstance(self.store, PeerStore) else self.store
+        try:
+            return get_by_digest(local, update.digest)
+        except StorageError:
+            return None
+
+    def _challenge_unavailable(self, round_: int) -> list[AggregatorEvent]:
+        """Challenge the availability of the first included update this node can fetch from
+        nobody and did not attest (one open challenge per round)."""
+        task = self.task
+        included = task.included_updates(round_)
+        key = (round_, tuple(included))
+        if key in self._available:
+            return []  # every included update was fetched already
+        updates = task.updates(round_)
+        mine = task.attestation(round_, task.aggregator_info(self.address).index)
+        sources = attesters(task, round_, len(updates))
+        held = [
+            not included[u.index] or mine[u.index] or self._fetchable(u, sources.get(u.index, []))
+            for u in updates
+        ]
+        target = challenge_target(updates, included, mine, held)
+        if target is None:
+            self._available.add(key)
+            return []
+        # a chunk the colluders cannot predict (any j: the contract takes it modulo the count)
+        j = int.from_bytes(sha256(f"{self.address}:{round_}:{target}".encode()).digest()[:3], "big")
+        return self._try(
+            round_,
+            "challengeAvailability",
+            lambda: task.challenge_availability(self.account, round_, target, j),
+            {"index": target, "j": j},
+        )
+
+    def _fetchable(self, update: RegisteredUpdate, where: list[str]) -> bool:
+        try:
+            if isinstance(self.store, PeerStore):
+                self.store.fetch_from(update.digest, where)
+            else:
+                get_by_digest(self.store, update.digest)
+        except StorageError:
+            return False
+        return True
 
     # -- computation -----------------------------------------------------------------------
 

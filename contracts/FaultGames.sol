@@ -797,6 +797,46 @@ contract FaultGames is ReentrancyGuardTransient {
         emit GameResolved(gameId, false);
     }
 
+    /// @notice Whether `chunk` is chunk `j mod ceil(dim / 256)` of the `dim`-coordinate vector
+    ///         committed by `root` (a U_i), `proof` its Merkle proof, with
+    ///         `dimAndJ` = j << 64 | dim: what FedChainTask's task-level availability game
+    ///         (`answerAvailability`) asks, kept here with the other ChunkMerkle checks.
+    function verifyChunk(bytes32 root, uint256 dimAndJ, bytes calldata chunk, bytes32[] calldata proof)
+        external
+        pure
+        returns (bool)
+    {
+        uint64 dim = uint64(dimAndJ);
+        uint256 chunks = ChunkMerkle.chunkCount(dim);
+        return chunks != 0 && ChunkMerkle.verify(root, dim, (dimAndJ >> 64) % chunks, ChunkMerkle.leafHash(chunk), proof);
+    }
+
+    /// @notice The `ClientRecords.extendUpdates` accumulator over `entries` (92-byte records
+    ///         client || digest || numSamples || chunkRoot, as FedChainTask's
+    ///         `UpdatesRegistered` events carry them, concatenated) and the chunk root (U_i)
+    ///         of record `index` (zero past the last): what FedChainTask's
+    ///         `challengeAvailability` checks its records with. Takes that call's arguments
+    ///         (`round` and `j` are not read).
+    function entriesRoot(uint256 round, uint256 index, uint256 j, bytes calldata entries)
+        external
+        pure
+        returns (uint256 accumulator, bytes32 root)
+    {
+        (round, j);
+        uint224 acc = 0;
+        // INVARIANT: whole records only.
+        if (entries.length % 92 != 0) revert BadClaim(entries.length, 92);
+        uint256 n = entries.length / 92;
+        for (uint256 i = 0; i < n; ++i) {
+            bytes calldata e = entries[i * 92:(i + 1) * 92];
+            acc = ClientRecords.extendUpdates(
+                acc, address(bytes20(e[0:20])), bytes32(e[20:52]), uint64(bytes8(e[52:60])), bytes32(e[60:92])
+            );
+            if (i == index) root = bytes32(e[60:92]);
+        }
+        accumulator = acc;
+    }
+
     /// @notice End a game whose side to move spent its clock: the other side wins. On a
     ///         claim refuted meanwhile, the challenger's bond is refunded instead.
     function timeout(uint256 gameId) external {

@@ -8,6 +8,7 @@ import {Availability} from "./lib/Availability.sol";
 import {ClientRecords} from "./lib/ClientRecords.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {EquivocationEvidence} from "./lib/EquivocationEvidence.sol";
+import {EVIDENCE_CODEHASH} from "./lib/EvidenceCodeHash.sol";
 import {FedChainTaskStorage, IFaultGamesHook} from "./FedChainTaskStorage.sol";
 import {TaskDisputes} from "./TaskDisputes.sol";
 
@@ -59,9 +60,15 @@ contract FedChainTask is FedChainTaskStorage {
     /// @notice Creates the task; the deployer becomes the owner. The EIP-712 domain of dispute
     ///         certificates is {name "FedChainTask", version "1", chainId, this contract}.
     /// @param cfg Task parameters; windows are in blocks.
-    constructor(TaskConfig memory cfg)
-        FedChainTaskStorage(cfg, new EquivocationEvidence(cfg.attestWindow))
-    {
+    /// @param evidence The equivocation-evidence checker, deployed by a transaction of its own
+    ///        before the task (EIP-3860: the task's init code has no room for its creation
+    ///        code); any instance with the audited code serves (it keys all state by task).
+    constructor(TaskConfig memory cfg, EquivocationEvidence evidence) FedChainTaskStorage(cfg, evidence) {
+        // INVARIANT: the task trusts only the audited EquivocationEvidence code (whose code
+        // hash adapters.compile generates), never code its deployer could choose.
+        if (address(evidence).codehash != EVIDENCE_CODEHASH) {
+            revert EvidenceCodeMismatch(address(evidence), address(evidence).codehash);
+        }
         // INVARIANT: a task has at least one round.
         if (cfg.numRounds == 0) revert InvalidNumRounds(cfg.numRounds);
         // INVARIANT: 0 < minUpdates <= maxUpdates, so collection can always close.
@@ -482,6 +489,11 @@ contract FedChainTask is FedChainTaskStorage {
         (address laggard,, uint256 deadline) = _chosen(round, rs);
         // INVARIANT: the chosen aggregator keeps its slot until the deadline has passed.
         if (block.number <= deadline) revert DeadlineNotPassed(round, rs.attempt, deadline);
+        // INVARIANT: nobody is penalized for not aggregating an included set under an open
+        // availability challenge (its expiry re-opens the round with a fresh attempt).
+        if (_availability[round].challenger != address(0)) {
+            revert AvailabilityChallengeOpen(round, _availability[round].index);
+        }
 
         uint256 penalty = 0;
         if (laggard != address(0)) {
@@ -506,6 +518,10 @@ contract FedChainTask is FedChainTaskStorage {
         RoundState storage rs = _currentRoundState(round);
         // INVARIANT: a disputed aggregate waits for the committee's verdict.
         if (rs.status == Phase.Disputed) revert DisputeOpen(round, rs.challenger);
+        // INVARIANT: the included set may still lose an update while a challenge on it is open.
+        if (_availability[round].challenger != address(0)) {
+            revert AvailabilityChallengeOpen(round, _availability[round].index);
+        }
         // INVARIANT: only a submitted (and undisputed) aggregate can be finalized.
         if (rs.status != Phase.Submitted) revert NoAggregateSubmitted(round);
         uint256 challengeDeadline = uint256(rs.submitBlock) + _challengeWindow;
@@ -592,6 +608,12 @@ contract FedChainTask is FedChainTaskStorage {
                 refunded += _challengeBond;
                 _credit(rs.challenger, _challengeBond);
             }
+        }
+        // an open availability challenge proved nothing either: its bond comes back
+        address availabilityChallenger = _availability[round].challenger;
+        if (availabilityChallenger != address(0)) {
+            refunded += _challengeBond;
+            _credit(availabilityChallenger, _challengeBond);
         }
         emit TaskAborted(round, msg.sender, refunded);
     }
@@ -743,6 +765,23 @@ contract FedChainTask is FedChainTaskStorage {
         bytes[] calldata signatures
     ) external {
         (round, attempt, aggregateDigest, viewNumber, signatures); // forwarded in msg.data
+        _delegateToDisputes();
+    }
+
+    /// @notice Every call whose selector the task does not define runs in its `TaskDisputes`
+    ///         module by DELEGATECALL (see `_delegateToDisputes`), which reverts for a selector
+    ///         it does not define either (and for plain ether transfers: it has no receive).
+    ///         This is how the task-level data-availability game (issue 22) is reached
+    ///         without a forwarder each: `challengeAvailability`, `answerAvailability`,
+    ///         `expireAvailability` and the `availabilityChallenge` view (TaskDisputes'
+    ///         NatSpec; their ABI entries come from TaskDisputes' artifact).
+    fallback() external payable {
+        _delegateToDisputes();
+    }
+
+    /// @notice Plain ether transfers are refused: the module has no receive function, so the
+    ///         DELEGATECALL reverts (stakes, bonds and deposits come in through their calls).
+    receive() external payable {
         _delegateToDisputes();
     }
 
@@ -1011,16 +1050,24 @@ contract FedChainTask is FedChainTaskStorage {
     function includedUpdates(uint256 round) external view returns (uint256[] memory included) {
         (round, included); // forwarded in msg.data, returned as the helper returns it
         address helper = address(_evidence);
-        // Calls `_evidence` with this call's calldata and returns (or reverts with) exactly
-        // what it returns.
+        uint256 window = _attestWindow;
+        // Calls `_evidence` with this call's calldata followed by `attestWindow` (one word)
+        // and returns (or reverts with) exactly what it returns.
         assembly ("memory-safe") {
             let ptr := mload(0x40)
             calldatacopy(ptr, 0, calldatasize())
-            let ok := staticcall(gas(), helper, ptr, calldatasize(), 0, 0)
+            mstore(add(ptr, calldatasize()), window)
+            let ok := staticcall(gas(), helper, ptr, add(calldatasize(), 32), 0, 0)
             returndatacopy(ptr, 0, returndatasize())
             if iszero(ok) { revert(ptr, returndatasize()) }
             return(ptr, returndatasize())
         }
+    }
+
+    /// @notice The EquivocationEvidence contract this task forwards to (where reporters
+    ///         commit equivocation evidence); its code hash is `EVIDENCE_CODEHASH`.
+    function equivocationEvidence() external view returns (address) {
+        return address(_evidence);
     }
 
     /// @notice The bitmap committee member `member` (by index) attested for `round` (all zero

@@ -173,6 +173,16 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
         bool slashed; // set by a faulty verdict: permanently out of rotation and quorums
     }
 
+    /// @dev An open availability challenge (2 slots): who asked, when, for which update and
+    ///      chunk, and the update's U_i (checked against the round's records when it opened).
+    struct AvailabilityChallenge {
+        address challenger;
+        uint40 openBlock;
+        uint32 index;
+        uint24 j; // a challenge names a chunk below 2**24 (models up to 2**32 coordinates)
+        bytes32 chunkRoot;
+    }
+
     struct ClientState {
         bool registered;
         uint32 index; // registration order; bit `index` of the round's update bitmap
@@ -281,6 +291,10 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     ///         the committee's included set (an update attested by f + 1 members is held by a
     ///         correct one), or an honest submitter could not answer every exclusion game.
     error AttestWindowRequired(uint256 attestWindow);
+    /// @notice The constructor's `evidence` is not the audited EquivocationEvidence: its code
+    ///         hash `codehash` is not `EVIDENCE_CODEHASH` (0 for an empty account,
+    ///         keccak256("") for one with balance but no code).
+    error EvidenceCodeMismatch(address evidence, bytes32 codehash);
     /// @notice A fault-proof task's aggregate must be submitted with its claim
     ///         (`submitAggregateWithClaim`).
     error ClaimRequired(uint256 round);
@@ -309,6 +323,29 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     error ClaimNotBound(uint256 round, uint256 attempt);
     /// @notice Every signer of the certificate was already slashed.
     error CertificateAlreadySlashed(uint256 round, uint256 attempt);
+    // task-level data-availability game (issue 22)
+    /// @notice `challengeAvailability` on an update that does not exist, is not in the
+    ///         round's included set (fewer than f + 1 attesters), or carries no U_i (a hidden
+    ///         update: zero chunk root, nothing to open against).
+    error NotIncluded(uint256 round, uint256 index);
+    /// @notice `account` attested update `index`: it claims to hold it, so it cannot say it
+    ///         is unavailable.
+    error ChallengerAttested(uint256 round, uint256 index, address account);
+    /// @notice The `entries` given are not the round's registered update records (their
+    ///         accumulator or count differs from the task's).
+    error EntriesMismatch(uint256 round);
+    /// @notice An availability challenge on `round` (update `index`) is open: one at a time,
+    ///         and `finalize` waits until it is answered or expired.
+    error AvailabilityChallengeOpen(uint256 round, uint256 index);
+    /// @notice No availability challenge is open on `round`.
+    error NoAvailabilityChallenge(uint256 round);
+    /// @notice The availability challenge's answer window closed at `deadline`.
+    error AvailabilityTimedOut(uint256 round, uint256 deadline);
+    /// @notice The availability challenge can still be answered until `deadline`.
+    error AvailabilityNotTimedOut(uint256 round, uint256 deadline);
+    /// @notice The posted bytes are not the challenged chunk of update `index` opened against
+    ///         its U_i.
+    error BadChunkOpening(uint256 round, uint256 index);
     /// @notice `slashEquivocation` by a `reporter` that did not commit to the evidence at
     ///         least one block before (raised by EquivocationEvidence, declared for the ABI).
     error EvidenceNotCommitted(address reporter);
@@ -424,6 +461,23 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
         uint256 slashedSigners,
         uint256 reward,
         uint256 treasuryAmount
+    );
+    /// @notice `challenger` says included update `index` of `round` is unavailable: anyone
+    ///         holding it must post chunk `j` (mod 2**24, and mod the vector's chunk count),
+    ///         opened against its U_i, within `disputeTimeout` blocks (`answerAvailability`),
+    ///         or `expireAvailability` drops it (`availabilityChallenge` has the details).
+    event AvailabilityChallenged(uint256 indexed round, uint256 index, uint256 j, address indexed challenger);
+    /// @notice `poster` made the challenged chunk of update `index` of `round` available:
+    ///         `chunk` is its 1,024 bytes in full; the challenge bond was credited to `poster`.
+    event ChunkAvailable(uint256 indexed round, uint256 index, address indexed poster, bytes chunk);
+    /// @notice Nobody posted the challenged chunk: update `index` left the included set of
+    ///         `round`, the members that attested it and were not slashed yet lost
+    ///         `slashedAmount` (one `Slashed` event each; half to `challenger` as `reward`, with
+    ///         its bond back; the rest burned); a standing submission was discarded (its bond
+    ///         refunded unless its submitter attested the update) and the round re-opened at
+    ///         attempt + 1.
+    event UpdateDropped(
+        uint256 indexed round, uint256 index, address indexed challenger, uint256 slashedAmount, uint256 reward
     );
     event EquivocationSlashed(
         address indexed aggregator, uint8 kind, uint256 viewNumber, address indexed reporter, uint256 reward, uint256 treasuryAmount
@@ -582,6 +636,12 @@ abstract contract FedChainTaskStorage is Ownable, ReentrancyGuardTransient, EIP7
     uint256 internal _stopPatience;
     // slither-disable-next-line uninitialized-state
     mapping(uint256 round => uint256) internal _stopCounts;
+    /// @dev The open availability challenge of each round (task-level data-availability
+    ///      game, issue 22): at most one at a time; `challenger` is 0 when none is open.
+    // Slither's uninitialized-state (FedChainTask analysed on its own): TaskDisputes writes
+    // it (`challengeAvailability`, partly in assembly) in the task's storage by DELEGATECALL.
+    // slither-disable-next-line uninitialized-state
+    mapping(uint256 round => AvailabilityChallenge) internal _availability;
 
     /// @param cfg Task parameters (validated by the task's constructor).
     /// @param evidence The task's equivocation-evidence checker.

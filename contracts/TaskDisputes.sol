@@ -378,6 +378,235 @@ contract TaskDisputes is FedChainTaskStorage {
         emit RefutedCertificateSlashed(round, attempt, claimId, viewNumber, msg.sender, slashedSigners, 0, total);
     }
 
+    // ------------------------------------------------------------------------------------
+    // Task-level data-availability game (issue 22)
+    // ------------------------------------------------------------------------------------
+
+    /// @dev Bytes of one registered update record in `UpdatesRegistered.entries`: client (20)
+    ///      || digest (32) || numSamples (8, big-endian) || chunkRoot (32, U_i).
+    uint256 private constant _ENTRY_BYTES = 92;
+
+    /// @notice Task-level data-availability game (issue 22), reached through the task's
+    ///         fallback: says included update `index` of `round` is unavailable to the caller,
+    ///         a committee member that did not attest it, bonding exactly `challengeBond`.
+    ///         Allowed once the included set is fixed, while the round has no submission or
+    ///         its challenge window is open, one open challenge per round; `finalize` waits
+    ///         until it is answered or expired. Anyone holding the update then has
+    ///         `disputeTimeout` blocks to post chunk `j` (`answerAvailability`), else
+    ///         `expireAvailability` drops it.
+    /// @param entries The round's registered records as its `UpdatesRegistered` events carry
+    ///        them (92 bytes each, concatenated, in order): checked against the round's
+    ///        accumulator, they give the update's U_i.
+    /// @dev No `onlyDelegated` (code size): called directly, it reads the module's own storage,
+    ///      which no constructor wrote, so `_faultProof` is false and it reverts NoFaultGames;
+    ///      `answerAvailability` and `expireAvailability` revert TaskNotStarted likewise.
+    function challengeAvailability(uint256 round, uint256 index, uint256 j, bytes calldata entries)
+        external
+        payable
+    {
+        // INVARIANT: the game runs on fault-proof tasks only: under PBFT at most f members are
+        // faulty, so f + 1 attesters include a correct one that serves the update.
+        if (!_faultProof) revert NoFaultGames();
+        RoundState storage rs = _currentRoundState(round);
+        // INVARIANT: the included set is challenged only once it is fixed.
+        _requireAggregating(round, rs);
+        uint256 submitBlock = rs.submitBlock; // 0 unless a submission stands
+        uint256 challengeDeadline = submitBlock + _challengeWindow;
+        // INVARIANT: a standing submission is challenged iff block.number <= challengeDeadline
+        // (finalize needs block.number > challengeDeadline).
+        if (submitBlock != 0 && block.number > challengeDeadline) revert ChallengeWindowClosed(round, challengeDeadline);
+        AvailabilityChallenge storage open = _availability[round];
+        // INVARIANT: one open availability challenge per round.
+        if (open.challenger != address(0)) revert AvailabilityChallengeOpen(round, open.index);
+        AggregatorState storage info = _aggregatorState[msg.sender];
+        // INVARIANT: only unslashed committee members challenge (they are the ones who must
+        // fetch; a slashed member has no say in what is included).
+        if (!info.registered || info.slashed) revert NotAggregator(msg.sender);
+        // INVARIANT: every challenge is backed by exactly the configured bond.
+        if (msg.value != _challengeBond) revert WrongValue(_challengeBond, msg.value);
+        // INVARIANT: only an update in the included set (>= f + 1 attesters; bits past the
+        // update count are never set, so an index past it has none) with a U_i to open
+        // against (a hidden update's is zero) is challenged, never by one of its attesters
+        // (each claims to hold it).
+        (uint256 attesters,) = _attesters(round, index, false);
+        (entries); // read by FaultGames.entriesRoot from this call's calldata
+        bytes32 root = _chunkRootOf(round);
+        if (attesters <= Quorums.maxFaulty(_committeeSize) || root == bytes32(0)) revert NotIncluded(round, index);
+        if (_attestations[round][info.index][index >> 8] & (1 << (index & 255)) != 0) {
+            revert ChallengerAttested(round, index, msg.sender);
+        }
+
+        // the struct's first slot in one write (its packing: challenger | openBlock << 160 |
+        // index << 200 | j << 232); index < updateCount < 2**32 (it has attesters), and a j
+        // past the vector is answered modulo its chunk count, so j mod 2**24 asks alike
+        uint256 packed = uint256(uint160(msg.sender)) | (uint256(_blockNow()) << 160) | (index << 200)
+            | ((j & 0xffffff) << 232);
+        assembly ("memory-safe") {
+            sstore(open.slot, packed)
+        }
+        open.chunkRoot = root;
+        emit AvailabilityChallenged(round, index, j, msg.sender);
+    }
+
+    /// @notice Answers the open availability challenge of `round` (anyone, within
+    ///         `disputeTimeout` blocks of it): `chunk` is chunk j (1,024 bytes) of the update's
+    ///         `dim`-coordinate vector and `proof` its Merkle proof against U_i (for a j past
+    ///         the last chunk: `chunk` empty and `proof` the tree's top node). The chunk is
+    ///         emitted in full (`ChunkAvailable`) and the challenge bond credited to the caller.
+    function answerAvailability(uint256 round, uint64 dim, bytes calldata chunk, bytes32[] calldata proof) external {
+        (proof); // read by FaultGames.verifyChunk from this call's calldata
+        AvailabilityChallenge storage open = _openAvailability(round, false);
+        uint256 index = open.index;
+        uint256 j = open.j;
+        bytes32 root = open.chunkRoot;
+        // INVARIANT: the answer is chunk j (j mod the vector's chunk count: a j past the last
+        // chunk asks for chunk j mod ceil(dim / 256)) opened against the update's U_i, which
+        // commits to `dim` as well. Checked by the task's FaultGames (`verifyChunk`, pure),
+        // which holds the ChunkMerkle code (this module is at the init code size limit): this
+        // call's arguments are forwarded with the round's word replaced by U_i and dim's by
+        // j << 64 | dim.
+        address games = address(_faultGames);
+        bool ok;
+        assembly ("memory-safe") {
+            let p := mload(0x40)
+            calldatacopy(p, 0, calldatasize())
+            mstore(p, shl(224, 0xda59db3b)) // verifyChunk(bytes32,uint256,bytes,bytes32[])
+            mstore(add(p, 4), root)
+            mstore(add(p, 36), or(shl(64, j), dim))
+            mstore(0, 0)
+            ok := staticcall(gas(), games, p, calldatasize(), 0, 32)
+            ok := and(ok, eq(mload(0), 1)) // read after the call (Yul evaluates right to left)
+        }
+        if (!ok) revert BadChunkOpening(round, index);
+
+        delete _availability[round];
+        // INVARIANT: a frivolous challenger pays the poster (covers its gas to answer).
+        _credit(msg.sender, _challengeBond);
+        emit ChunkAvailable(round, index, msg.sender, chunk);
+    }
+
+    /// @notice Ends an availability challenge of `round` nobody answered in time (anyone):
+    ///         the update leaves the included set, every member that attested it is slashed
+    ///         (half to the challenger, the rest burned; the challenger's bond comes back), a
+    ///         standing submission is discarded (bond refunded unless its submitter attested
+    ///         the update; an open PBFT challenge's bond refunded) and the round re-opens at
+    ///         attempt + 1, so the next aggregate is computed without the update.
+    function expireAvailability(uint256 round) external {
+        AvailabilityChallenge storage open = _openAvailability(round, true); // current round
+        RoundState storage rs = _rounds[round];
+        address challenger = open.challenger;
+        uint256 index = open.index;
+        delete _availability[round];
+
+        // INVARIANT: an update nobody could post leaves the included set (no attestation of
+        // it counts any more), and every member that attested it is slashed.
+        (, uint256 total) = _attesters(round, index, true);
+        _discardStanding(rs);
+        // INVARIANT: the next attempt runs without the update, from this block.
+        _reopen(rs);
+        // INVARIANT: the challenger gets at most half of what is slashed (a colluder
+        // reporting its partners loses the other half).
+        uint256 reward = total / 2;
+        _credit(challenger, _challengeBond + reward);
+        _credit(_BURN, total - reward);
+        emit UpdateDropped(round, index, challenger, total, reward);
+    }
+
+    /// @notice The open availability challenge of `round`, through the task's fallback:
+    ///         `packed` is the challenger (low 160 bits; 0: none open) | openBlock << 160 |
+    ///         index << 200 | j << 232 (answers until openBlock + disputeTimeout), `chunkRoot`
+    ///         the update's U_i. (Called directly it reads the module's own, empty, storage.)
+    function availabilityChallenge(uint256 round) external view returns (uint256 packed, bytes32 chunkRoot) {
+        AvailabilityChallenge storage open = _availability[round];
+        assembly ("memory-safe") {
+            packed := sload(open.slot)
+            chunkRoot := sload(add(open.slot, 1))
+        }
+    }
+
+    /// @dev The open availability challenge of `round`, the current round of a running task;
+    ///      reverts unless one is open and (`expired`) its answer window has passed, or
+    ///      (not `expired`) it is still open.
+    function _openAvailability(uint256 round, bool expired) private view returns (AvailabilityChallenge storage open) {
+        _currentRoundState(round);
+        open = _availability[round];
+        // INVARIANT: only an open challenge is answered or expires.
+        if (open.challenger == address(0)) revert NoAvailabilityChallenge(round);
+        uint256 deadline = uint256(open.openBlock) + _disputeTimeout;
+        // INVARIANT: answers are accepted iff block.number <= deadline and expiry iff
+        // block.number > deadline, so the two never overlap.
+        if (expired && block.number <= deadline) revert AvailabilityNotTimedOut(round, deadline);
+        if (!expired && block.number > deadline) revert AvailabilityTimedOut(round, deadline);
+    }
+
+    /// @dev Counts the members that attested update `index` of `round`; with `drop`, also
+    ///      clears that bit of their attestations and slashes each not yet slashed one, and
+    ///      then counts only those, returning the stakes taken as `total`.
+    function _attesters(uint256 round, uint256 index, bool drop) private returns (uint256 count, uint256 total) {
+        uint256 word = index >> 8;
+        uint256 bit = 1 << (index & 255);
+        uint256 n = _committeeSize;
+        for (uint256 m = 0; m < n; ++m) {
+            mapping(uint256 => uint256) storage bits = _attestations[round][m];
+            uint256 value = bits[word];
+            if (value & bit == 0) continue;
+            if (!drop) {
+                ++count;
+                continue;
+            }
+            bits[word] = value & ~bit;
+            AggregatorState storage info = _aggregatorState[_aggregators[m]];
+            // INVARIANT: a member is slashed at most once.
+            if (info.slashed) continue;
+            uint256 amount = info.stake;
+            info.stake = 0;
+            info.slashed = true;
+            total += amount;
+            ++count;
+            emit Slashed(_aggregators[m], amount);
+        }
+    }
+
+    /// @dev Discards `rs`'s standing submission, if any, before the round re-opens: the
+    ///      submitter's aggregate bond is refunded unless it was slashed as an attester (then
+    ///      burned), and an open PBFT challenge's bond comes back (its question is moot).
+    function _discardStanding(RoundState storage rs) private {
+        Phase status = rs.status;
+        if (status != Phase.Submitted && status != Phase.Disputed) return;
+        address submitter = _aggregators[rs.aggregatorIndex];
+        _credit(_aggregatorState[submitter].slashed ? _BURN : submitter, _aggregateBond);
+        if (status == Phase.Disputed) {
+            _credit(rs.challenger, _challengeBond);
+            rs.challenger = address(0);
+            rs.challengeBlock = 0;
+        }
+    }
+
+    /// @dev U_i of update `index`, read from this `challengeAvailability` call's `entries`
+    ///      (the round's records as the `UpdatesRegistered` events carry them, concatenated)
+    ///      after checking that they are the round's: the same `ClientRecords.extendUpdates`
+    ///      accumulator as the task's
+    ///      (which commits to their number too). The task's FaultGames computes both
+    ///      (`entriesRoot`, pure: it holds the ClientRecords code; this module is at the init
+    ///      code size limit) from this call's calldata, forwarded with its selector swapped.
+    function _chunkRootOf(uint256 round) private view returns (bytes32 root) {
+        address games = address(_faultGames);
+        uint256 acc;
+        bool ok;
+        assembly ("memory-safe") {
+            let p := mload(0x40)
+            calldatacopy(p, 0, calldatasize())
+            mstore(p, shl(224, 0xd87b7b8d)) // entriesRoot(uint256,uint256,uint256,bytes); round unread
+            ok := staticcall(gas(), games, p, calldatasize(), 0, 64)
+            acc := mload(0)
+            root := mload(32)
+        }
+        // INVARIANT: the records are exactly the round's registered updates, in order.
+        if (!ok || acc != _liveAccumulators[round % 2] ^ _ACCUMULATOR_MARK) {
+            revert EntriesMismatch(round);
+        }
+    }
+
     /// @dev Slashes every not yet slashed signer of `signatures` over `digest` (at least
     ///      commitQuorum() valid signatures by committee members in increasing address order,
     ///      slashed ones included); returns the stakes taken and how many were slashed.

@@ -88,6 +88,55 @@ def test_check_cli_detects_drift(
     assert json.loads(target.read_text("utf-8")) == fresh["FedChainTask"]
 
 
+def test_evidence_codehash_matches_the_committed_artifact() -> None:
+    """The generated EVIDENCE_CODEHASH is keccak256 of EquivocationEvidence's committed runtime
+    code (no immutables, no CBOR metadata: what a deployment's eth_getCode returns)."""
+    from eth_utils.crypto import keccak
+
+    art = committed("EquivocationEvidence")
+    generated = (fcompile.CONTRACTS_DIR / fcompile.CODEHASH_UNIT).read_text("utf-8")
+    digest = keccak(hexstr=art["deployedBytecode"])
+    assert generated == fcompile.render_codehash_source(digest)
+    assert f"EVIDENCE_CODEHASH = 0x{digest.hex()};" in generated
+    assert art["compiler"]["settings"]["metadata"] == {"appendCBOR": False, "bytecodeHash": "none"}
+
+
+@needs_toolchain
+def test_check_cli_detects_stale_generated_codehash(
+    fresh: dict[str, dict[str, Any]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--check`` fails while contracts/lib/EvidenceCodeHash.sol is missing or names another
+    hash; write mode regenerates it."""
+    build = tmp_path / "build"
+    build.mkdir()
+    (tmp_path / "lib").mkdir()
+    monkeypatch.setattr(fcompile, "build_artifacts", lambda: copy.deepcopy(fresh))
+    monkeypatch.setattr(fcompile, "BUILD_DIR", build)
+    monkeypatch.setattr(fcompile, "REPO_ROOT", tmp_path.parent)
+    monkeypatch.setattr(fcompile, "GENERATED_DIR", tmp_path)
+    for name, artifact in fresh.items():
+        (build / f"{name}.json").write_text(json.dumps(artifact), encoding="utf-8")
+    real = (fcompile.CONTRACTS_DIR / fcompile.CODEHASH_UNIT).read_text("utf-8")
+    target = tmp_path / fcompile.CODEHASH_UNIT
+    target.write_text(real, encoding="utf-8")
+    assert fcompile.main(["--check"]) == 0
+    capsys.readouterr()
+
+    target.write_text(fcompile.render_codehash_source(b"\x01" * 32), encoding="utf-8")
+    assert fcompile.main(["--check"]) == 1
+    assert "EvidenceCodeHash.sol (generated) is missing or stale" in capsys.readouterr().err
+
+    target.unlink()
+    assert fcompile.main(["--check"]) == 1
+    assert "EvidenceCodeHash.sol" in capsys.readouterr().err
+
+    assert fcompile.main([]) == 0  # write mode regenerates it
+    assert target.read_text("utf-8") == real
+
+
 @needs_toolchain
 def test_wrapper_is_a_solc_binary_for_solcx() -> None:
     import solcx.wrapper

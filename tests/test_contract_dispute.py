@@ -647,17 +647,18 @@ def _created_address(creator: str, nonce: int) -> str:
 
 
 def test_disputes_module_refuses_direct_calls(task_factory: Any) -> None:
-    """The task's constructor creates EquivocationEvidence (nonce 1), then TaskDisputes
-    (nonce 2). Called directly rather than by the task's DELEGATECALL, every state-changing
-    function of the module reverts NotDelegated, so its own storage is never written and no
-    ether can reach it; through the task the same call works (the dispute tests above)."""
+    """The task's constructor creates TaskDisputes (nonce 1; EquivocationEvidence is deployed
+    before the task by its own transaction, EIP-3860). Called directly rather than by the
+    task's DELEGATECALL, every state-changing function of the module reverts NotDelegated, so
+    its own storage is never written and no ether can reach it; through the task the same
+    call works (the dispute tests above)."""
     from eth_utils.crypto import keccak
 
     from adapters.compile import artifact_path
     from adapters.contract.artifact import load_artifact
 
     s = task_factory(n_aggregators=4)
-    module_address = _created_address(s.task.address, 2)
+    module_address = _created_address(s.task.address, 1)
     artifact = load_artifact(artifact_path("TaskDisputes"))
     # the module's runtime code (immutables filled in place, so of the artifact's length)
     assert len(s.chain.w3.eth.get_code(module_address)) == artifact["deployedSize"]

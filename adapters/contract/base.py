@@ -9,7 +9,7 @@ from eth_account.signers.local import LocalAccount
 from eth_utils.address import to_checksum_address
 
 from adapters.chain import Chain
-from adapters.contract.artifact import load_artifact
+from adapters.contract.artifact import load_artifact, task_abi
 from adapters.contract.types import TaskConfig, _UpdateLog
 
 
@@ -20,8 +20,12 @@ class TaskBase:
         self.chain = chain
         self.artifact = artifact or load_artifact()
         self.address: str = to_checksum_address(address)
-        self.contract: Any = chain.w3.eth.contract(address=self.address, abi=self.artifact["abi"])
+        self.contract: Any = chain.w3.eth.contract(
+            address=self.address, abi=task_abi(self.artifact)
+        )
         self.deploy_receipt: Any = None
+        #: receipt of the EquivocationEvidence deployment `deploy` made (None: given or attached)
+        self.evidence_deploy_receipt: Any = None
         self._config: TaskConfig | None = None
         self._events_by_topic: dict[bytes, str] | None = None
         self._update_logs: dict[int, _UpdateLog] = {}

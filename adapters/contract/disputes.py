@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from eth_abi.abi import encode as abi_encode
 from eth_account.signers.local import LocalAccount
@@ -11,8 +11,11 @@ from eth_utils.address import to_checksum_address
 from eth_utils.crypto import keccak as _keccak
 
 from adapters.contract.artifact import ARTIFACT_PATH, load_artifact
-from adapters.contract.types import SignedVote, _digest
+from adapters.contract.types import AvailabilityChallenge, SignedVote, _digest
 from adapters.contract.views import ViewsMixin
+
+if TYPE_CHECKING:
+    from adapters.contract.intake import IntakeMixin
 
 
 def equivocation_commitment(
@@ -206,6 +209,46 @@ class DisputesMixin(ViewsMixin):
             sigs,
         )
 
+    # -- task-level data-availability game (docs/fault-proof.md) ---------------------------
+
+    def challenge_availability(
+        self, acct: LocalAccount, round: int, index: int, j: int, value: int | None = None
+    ) -> Any:
+        """Say included update ``index`` of ``round`` is unavailable: anyone holding it must
+        post its chunk ``j`` (:meth:`answer_availability`) within ``dispute_timeout`` blocks,
+        or :meth:`expire_availability` drops it and slashes its attesters. Bonds
+        ``challenge_bond`` unless ``value`` is given; sends the round's registered records
+        (what the contract reads U_i from)."""
+        bond = self.config().challenge_bond if value is None else value
+        entries = b"".join(
+            bytes.fromhex(u.client[2:])
+            + bytes(u.digest)
+            + int(u.num_samples).to_bytes(8, "big")
+            + bytes(u.chunk_root)
+            for u in cast("IntakeMixin", self).updates(round)
+        )
+        return self._tx(acct, "challengeAvailability", round, index, j, entries, value=bond)
+
+    def answer_availability(
+        self, acct: LocalAccount, round: int, dim: int, chunk: bytes, proof: Sequence[bytes]
+    ) -> Any:
+        """Post the chunk the open availability challenge of ``round`` asks for: chunk
+        ``j mod ceil(dim / 256)`` (1,024 bytes) of the update's ``dim``-vector and its Merkle
+        proof against U_i. Credits the challenge bond to ``acct``."""
+        return self._tx(
+            acct, "answerAvailability", round, dim, bytes(chunk), [bytes(p) for p in proof]
+        )
+
+    def expire_availability(self, acct: LocalAccount, round: int) -> Any:
+        """Drop the update of ``round``'s unanswered availability challenge (anyone, after
+        its deadline): its attesters are slashed and the round re-opens at attempt + 1."""
+        return self._tx(acct, "expireAvailability", round)
+
+    def availability_challenge(self, round: int) -> AvailabilityChallenge | None:
+        """The open availability challenge of ``round``, or None."""
+        packed, root = self._call("availabilityChallenge", round)
+        return AvailabilityChallenge.unpack(int(packed), bytes(root), self.config().dispute_timeout)
+
     def fault_games(self) -> str:
         """The FaultGames contract the task is bound to (the zero address: PBFT only)."""
         return str(self._call("faultGames"))
@@ -225,9 +268,9 @@ class DisputesMixin(ViewsMixin):
 
     @property
     def evidence_address(self) -> str:
-        """The task's ``EquivocationEvidence`` contract: the first contract the task created
-        (its constructor's ``new``, contract nonce 1)."""
-        return to_checksum_address(get_create_address(self.address, 1))
+        """The task's ``EquivocationEvidence`` contract (deployed before the task, passed to
+        its constructor; the task's ``equivocationEvidence`` view)."""
+        return to_checksum_address(self._call("equivocationEvidence"))
 
     def _evidence_contract(self) -> Any:
         abi = load_artifact(ARTIFACT_PATH.with_name("EquivocationEvidence.json"))["abi"]

@@ -475,6 +475,15 @@ class AttestWindowRequired(TaskRevert):
     params = ("attestWindow",)
 
 
+class EvidenceCodeMismatch(TaskRevert):
+    """The constructor's EquivocationEvidence address holds other code than the audited
+    contract (``codehash`` is not ``EVIDENCE_CODEHASH``; 0 for an empty account,
+    keccak256("") for one with balance but no code)."""
+
+    error_name = "EvidenceCodeMismatch"
+    params = ("evidence", "codehash")
+
+
 class NoFaultGames(TaskRevert):
     """A fault-proof call on a PBFT-only task (or a zero FaultGames address)."""
 
@@ -538,6 +547,62 @@ class ClaimNotBound(TaskRevert):
 
     error_name = "ClaimNotBound"
     params = ("round", "attempt")
+
+
+class NotIncluded(TaskRevert):
+    """An availability challenge on an update outside the included set (or without U_i)."""
+
+    error_name = "NotIncluded"
+    params = ("round", "index")
+
+
+class ChallengerAttested(TaskRevert):
+    """An availability challenge by a member that attested the update."""
+
+    error_name = "ChallengerAttested"
+    params = ("round", "index", "account")
+
+
+class EntriesMismatch(TaskRevert):
+    """The records sent with an availability challenge are not the round's."""
+
+    error_name = "EntriesMismatch"
+    params = ("round",)
+
+
+class AvailabilityChallengeOpen(TaskRevert):
+    """An availability challenge on the round is open (one at a time; finalize waits)."""
+
+    error_name = "AvailabilityChallengeOpen"
+    params = ("round", "index")
+
+
+class NoAvailabilityChallenge(TaskRevert):
+    """No availability challenge is open on the round."""
+
+    error_name = "NoAvailabilityChallenge"
+    params = ("round",)
+
+
+class AvailabilityTimedOut(TaskRevert):
+    """The availability challenge's answer window closed."""
+
+    error_name = "AvailabilityTimedOut"
+    params = ("round", "deadline")
+
+
+class AvailabilityNotTimedOut(TaskRevert):
+    """The availability challenge can still be answered."""
+
+    error_name = "AvailabilityNotTimedOut"
+    params = ("round", "deadline")
+
+
+class BadChunkOpening(TaskRevert):
+    """The posted chunk does not open against the update's U_i."""
+
+    error_name = "BadChunkOpening"
+    params = ("round", "index")
 
 
 class CertificateAlreadySlashed(TaskRevert):
@@ -624,6 +689,7 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         ZeroValue,
         FaultGamesFixed,
         AttestWindowRequired,
+        EvidenceCodeMismatch,
         NoFaultGames,
         BadStopRule,
         ClaimRequired,
@@ -634,6 +700,14 @@ ERROR_CLASSES: dict[str, type[TaskRevert]] = {
         ClaimNotProvenFaulty,
         ClaimNotBound,
         CertificateAlreadySlashed,
+        NotIncluded,
+        ChallengerAttested,
+        EntriesMismatch,
+        AvailabilityChallengeOpen,
+        NoAvailabilityChallenge,
+        AvailabilityTimedOut,
+        AvailabilityNotTimedOut,
+        BadChunkOpening,
     )
 }
 for _cls in ERROR_CLASSES.values():

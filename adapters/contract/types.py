@@ -297,3 +297,36 @@ def rotation_start_index(policy: int, seed: bytes, round: int, attempt: int, n: 
         encoded = abi_encode(["bytes32", "uint256", "uint256"], [seed, round, attempt])
         return int.from_bytes(keccak(encoded), "big") % n
     raise ValueError(f"unknown rotation policy {policy}")
+
+
+@dataclass(frozen=True)
+class AvailabilityChallenge:
+    """An open task-level availability challenge (``availabilityChallenge``): ``challenger``
+    says included update ``index`` is unavailable; chunk ``j`` of it, opened against U_i
+    ``chunk_root``, can be posted until block ``deadline`` (inclusive)."""
+
+    challenger: str
+    open_block: int
+    index: int
+    j: int
+    chunk_root: bytes
+    deadline: int
+
+    @classmethod
+    def unpack(
+        cls, packed: int, chunk_root: bytes, dispute_timeout: int
+    ) -> AvailabilityChallenge | None:
+        """Decode the view's packed word (challenger | openBlock << 160 | index << 200 |
+        j << 232); None when no challenge is open."""
+        challenger = packed & ((1 << 160) - 1)
+        if challenger == 0:
+            return None
+        open_block = (packed >> 160) & ((1 << 40) - 1)
+        return cls(
+            challenger=to_checksum_address(challenger.to_bytes(20, "big")),
+            open_block=open_block,
+            index=(packed >> 200) & 0xFFFFFFFF,
+            j=(packed >> 232) & 0xFFFFFF,
+            chunk_root=chunk_root,
+            deadline=open_block + dispute_timeout,
+        )

@@ -5,6 +5,19 @@ import {TaskFixture} from "./utils/TaskFixture.sol";
 import {FedChainTask} from "../FedChainTask.sol";
 import {FedChainTaskStorage} from "../FedChainTaskStorage.sol";
 import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
+import {EquivocationEvidence} from "../lib/EquivocationEvidence.sol";
+import {EVIDENCE_CODEHASH} from "../lib/EvidenceCodeHash.sol";
+
+/// @notice An EquivocationEvidence look-alike (same selectors, other code): accepts any evidence.
+contract FedChainTaskUnitTestLookAlike {
+    function slashEquivocation(uint8, uint256, uint256, bytes calldata, bytes calldata)
+        external
+        pure
+        returns (address)
+    {
+        return address(0xdead);
+    }
+}
 
 /// @notice Refuses every payment: a withdrawal to it must revert and keep its credits.
 contract RejectingReceiver {
@@ -26,35 +39,35 @@ contract FedChainTaskUnitTest is TaskFixture {
         FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
         cfg.numRounds = 0;
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidNumRounds.selector, 0));
-        new FedChainTask(cfg);
+        new FedChainTask(cfg, evidence);
     }
 
     function test_constructor_refusesBadUpdateBounds() public {
         FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
         cfg.minUpdates = 0;
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidUpdateBounds.selector, 0, 4));
-        new FedChainTask(cfg);
+        new FedChainTask(cfg, evidence);
         cfg.minUpdates = 5;
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidUpdateBounds.selector, 5, 4));
-        new FedChainTask(cfg);
+        new FedChainTask(cfg, evidence);
     }
 
     function test_constructor_refusesEmptyWindows() public {
         FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
         cfg.challengeWindow = 0;
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidWindow.selector, 3, 5, 0, 6));
-        new FedChainTask(cfg);
+        new FedChainTask(cfg, evidence);
     }
 
     function test_constructor_refusesUnknownRotationAndZeroModel() public {
         FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
         cfg.rotationPolicy = 2;
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidRotationPolicy.selector, 2));
-        new FedChainTask(cfg);
+        new FedChainTask(cfg, evidence);
         cfg = defaultConfig();
         cfg.initialModelDigest = bytes32(0);
         vm.expectRevert(FedChainTaskStorage.ZeroDigest.selector);
-        new FedChainTask(cfg);
+        new FedChainTask(cfg, evidence);
     }
 
     function test_constructor_keepsConfigAndOwner() public {
@@ -63,6 +76,27 @@ contract FedChainTaskUnitTest is TaskFixture {
         assertEq(task.config().aggregatorStake, STAKE, "stake");
         assertEq(task.globalModelDigest(), MODEL0, "initial model");
         assertEq(task.currentRound(), 0, "round before start");
+    }
+
+    function test_constructor_evidenceCodeHashIsTheGeneratedConstant() public {
+        // the same code hash under Foundry as under adapters.compile (no CBOR metadata in either)
+        assertEq(address(new EquivocationEvidence()).codehash, EVIDENCE_CODEHASH, "EVIDENCE_CODEHASH");
+        deploy(defaultConfig());
+        assertEq(task.equivocationEvidence(), address(evidence), "evidence");
+    }
+
+    function test_constructor_refusesEvidenceLookAlike() public {
+        FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
+        address fake = address(new FedChainTaskUnitTestLookAlike());
+        vm.expectRevert(
+            abi.encodeWithSelector(FedChainTaskStorage.EvidenceCodeMismatch.selector, fake, fake.codehash)
+        );
+        new FedChainTask(cfg, EquivocationEvidence(fake));
+        address nothing = address(0xBEEF);
+        vm.expectRevert(
+            abi.encodeWithSelector(FedChainTaskStorage.EvidenceCodeMismatch.selector, nothing, bytes32(0))
+        );
+        new FedChainTask(cfg, EquivocationEvidence(nothing));
     }
 
     // -- registration -----------------------------------------------------------------------

@@ -20,19 +20,19 @@ contract FedChainTaskExitsTest is TaskFixture {
         FedChainTaskStorage.TaskConfig memory cfg = defaultConfig();
         cfg.maxSamples = 0;
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidMaxSamples.selector, 0, 4));
-        new FedChainTask(cfg);
+        new FedChainTask(cfg, evidence);
         // maxSamples * maxUpdates must fit an int64
         cfg.maxSamples = uint64(type(int64).max / 4) + 1;
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidMaxSamples.selector, cfg.maxSamples, 4));
-        new FedChainTask(cfg);
+        new FedChainTask(cfg, evidence);
         cfg = defaultConfig();
         cfg.collectTimeout = 0;
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidTimeouts.selector, 0, cfg.abortTimeout));
-        new FedChainTask(cfg);
+        new FedChainTask(cfg, evidence);
         cfg = defaultConfig();
         cfg.abortTimeout = 0;
         vm.expectRevert(abi.encodeWithSelector(FedChainTaskStorage.InvalidTimeouts.selector, cfg.collectTimeout, 0));
-        new FedChainTask(cfg);
+        new FedChainTask(cfg, evidence);
     }
 
     /// @notice Attack: one client claims numSamples = 2**63 (or 2**40) and halts or owns every rule.

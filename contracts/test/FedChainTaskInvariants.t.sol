@@ -489,7 +489,7 @@ contract FedChainTaskInvariantTest is Test {
 
     function setUp() public {
         handler = new TaskHandler();
-        task = FedChainTask(handler.taskAddress());
+        task = FedChainTask(payable(handler.taskAddress()));
         bytes4[] memory selectors = new bytes4[](23);
         selectors[0] = TaskHandler.roll.selector;
         selectors[1] = TaskHandler.submitUpdate.selector;

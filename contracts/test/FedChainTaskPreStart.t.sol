@@ -104,7 +104,7 @@ contract FedChainTaskPreStartInvariantTest is Test {
 
     function setUp() public {
         handler = new PreStartHandler();
-        task = FedChainTask(handler.taskAddress());
+        task = FedChainTask(payable(handler.taskAddress()));
         targetContract(address(handler));
     }
 

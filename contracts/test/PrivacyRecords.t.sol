@@ -439,7 +439,7 @@ contract PrivacyRecordsInvariantTest is RecordsFixture {
     function setUp() public {
         handler = new RecordsHandler();
         records = PrivacyRecords(handler.recordsAddress());
-        task = FedChainTask(handler.taskAddress());
+        task = FedChainTask(payable(handler.taskAddress()));
         bytes4[] memory selectors = new bytes4[](7);
         selectors[6] = RecordsHandler.relayReveals.selector;
         selectors[0] = RecordsHandler.send.selector;

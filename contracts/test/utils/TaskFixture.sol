@@ -25,6 +25,9 @@ abstract contract TaskFixture is Test {
 
     FedChainTask internal task;
     address internal owner;
+    /// @dev The EquivocationEvidence every task of the test is given (EIP-3860: deployed on
+    ///      its own, before the task; one instance serves any number of tasks).
+    EquivocationEvidence internal evidence = new EquivocationEvidence();
     /// @dev The deployed task's clientDeposit (what `registerClients` pays per client).
     uint256 internal clientDeposit;
 
@@ -55,7 +58,7 @@ abstract contract TaskFixture is Test {
         owner = vm.addr(OWNER_PK);
         vm.roll(100);
         vm.prank(owner);
-        task = new FedChainTask(cfg);
+        task = new FedChainTask(cfg, evidence);
         clientDeposit = cfg.clientDeposit;
         return task;
     }
@@ -209,11 +212,9 @@ abstract contract TaskFixture is Test {
         return abi.encodePacked(uint32(i), numSamples, digest, root, r, vs);
     }
 
-    /// @notice The task's EquivocationEvidence: the first contract it created (nonce 1).
-    function evidenceOf(FedChainTask t) internal pure returns (EquivocationEvidence) {
-        return EquivocationEvidence(
-            address(uint160(uint256(keccak256(abi.encodePacked(bytes1(0xd6), bytes1(0x94), address(t), bytes1(0x01))))))
-        );
+    /// @notice The task's EquivocationEvidence (its `equivocationEvidence` view).
+    function evidenceOf(FedChainTask t) internal view returns (EquivocationEvidence) {
+        return EquivocationEvidence(t.equivocationEvidence());
     }
 
     /// @notice The sealed commitment `reporter` sends before revealing equivocation evidence.

@@ -502,9 +502,11 @@ def deploy(cfg: DemoConfig, scenario: Scenario, run_dir: Path) -> Deployment:
             he_key_holder=chain.accounts[1 + cfg.aggregators + cfg.clients].address,
         )
     deployer = chain.accounts[0]
-    if spec.hides_updates:  # the records contract is deployed right after the task
+    if spec.hides_updates:
+        # TaskContract.deploy sends EquivocationEvidence (nonce) then the task (nonce + 1);
+        # the records contract is deployed right after the task
         nonce = chain.w3.eth.get_transaction_count(deployer.address)
-        spec = replace(spec, records_contract=predicted_address(deployer.address, nonce + 1))
+        spec = replace(spec, records_contract=predicted_address(deployer.address, nonce + 2))
     manifest = task_manifest(cfg, train, layout, spec)
     if spec.distributed:
         try:  # the model size is known only now: refuse sums that could wrap the ring
