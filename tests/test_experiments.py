@@ -372,3 +372,29 @@ def test_cells_with_the_same_run_share_it(tmp_path, jobs):
     assert second["accuracy_per_round"] == first["accuracy_per_round"]
     assert len(list(out.glob("cells/*/seed-0/summary.json"))) == 1  # one run on disk
     assert any("(the run of privacy=ldp" in line for line in lines)
+
+
+def test_a_heatmap_draws_only_the_rows_its_select_keeps() -> None:
+    """A heatmap with ``select = {partition = [...]}`` averages the selected partition only
+    (it averaged every partition together: the Dirichlet figure showed IID's accuracy)."""
+    from fedchain.experiments.grid import PlotSpec
+    from fedchain.experiments.plots import heatmap_grid
+
+    rows = [
+        {"partition": p, "rule": r, "attack": "none", "seed": s, "last5_accuracy": v}
+        for p, v in (("iid", 0.9), ("dirichlet", 0.1))
+        for r in ("fedavg", "median")
+        for s in (0, 1)
+    ]
+    axes = {"partition": ["iid", "dirichlet"], "rule": ["fedavg", "median"], "attack": ["none"]}
+    for part, want in (("iid", 0.9), ("dirichlet", 0.1)):
+        plot = PlotSpec(
+            "heatmap",
+            x="rule",
+            y="attack",
+            metrics=("last5_accuracy",),
+            select={"partition": (part,)},
+        )
+        xs, ys, mean, _ = heatmap_grid(rows, plot, axes)
+        assert xs == ["fedavg", "median"] and ys == ["none"]
+        assert mean.tolist() == [[want, want]]

@@ -20,11 +20,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from numpy.typing import NDArray
 
 from fedchain.experiments.grid import PlotSpec, parse_call, select_rows
 from fedchain.experiments.stats import describe, group_rows
 
-__all__ = ["axis_label", "draw", "metric_label", "value_label"]
+__all__ = ["axis_label", "draw", "heatmap_grid", "metric_label", "value_label"]
 
 METRIC_LABELS = {
     "final_accuracy": "final test accuracy (fraction correct)",
@@ -167,15 +168,14 @@ def _style() -> None:
     )
 
 
-def heatmap(
-    rows: Sequence[Mapping[str, Any]],
-    plot: PlotSpec,
-    axes: Mapping[str, Sequence[Any]],
-    path: Path,
-    title: str,
-) -> Path:
-    """Mean of the metric per (y, x) cell over seeds, annotated mean ± std."""
+def heatmap_grid(
+    rows: Sequence[Mapping[str, Any]], plot: PlotSpec, axes: Mapping[str, Sequence[Any]]
+) -> tuple[list[Any], list[Any], NDArray[np.float64], list[list[str]]]:
+    """The heatmap's x values, y values, mean per (y, x) cell over seeds (NaN: no run) and
+    each cell's "mean ± std" label, over the rows ``plot.select`` keeps."""
     assert plot.x and plot.y
+    if plot.select:
+        rows = select_rows(rows, plot.select)
     metric = plot.metrics[0]
     xs, ys = _order(rows, plot.x, axes), _order(rows, plot.y, axes)
     groups = group_rows(rows, [plot.y, plot.x])
@@ -189,10 +189,30 @@ def heatmap(
                 text[i][j] = f"{st.mean:.2f}" + (
                     f"\n±{st.std:.2f}" if st.n > 1 and not math.isnan(st.std) else ""
                 )
+    return list(xs), list(ys), mean, text
+
+
+def heatmap(
+    rows: Sequence[Mapping[str, Any]],
+    plot: PlotSpec,
+    axes: Mapping[str, Sequence[Any]],
+    path: Path,
+    title: str,
+) -> Path:
+    """Mean of the metric per (y, x) cell over seeds, annotated mean ± std."""
+    assert plot.x and plot.y
+    metric = plot.metrics[0]
+    xs, ys, mean, text = heatmap_grid(rows, plot, axes)
     _style()
     fig, ax = plt.subplots(figsize=(1.2 * len(xs) + 2.5, 0.6 * len(ys) + 1.8))
     ax.grid(False)
-    bounded = metric in ("final_accuracy", "ssim", "label_accuracy")
+    bounded = metric in (
+        "final_accuracy",
+        "last5_accuracy",
+        "min_after_warmup",
+        "ssim",
+        "label_accuracy",
+    )
     im = ax.imshow(
         mean,
         cmap="viridis",
