@@ -154,3 +154,50 @@ def bad_update(r: Round, i: int, j: int = 1, lane: int = 5) -> None:
 
 def opening(u: Any, j: int, lane: int) -> tuple[int, bytes, list[bytes], int]:
     return (j, chunk_bytes(chunk_values(u, j)), ChunkTree(u).proof(j), lane)
+
+
+def started_fault_round(
+    chain: Chain,
+    config: dict[str, Any],
+    *,
+    step: StepRule | None = None,
+    dim: int = 0,
+    stop: tuple[int, int] | None = None,
+    fault_proof: bool = True,
+) -> tuple[Any, FaultGamesContract, Round]:
+    """A started task (``DEFAULT_TASK_CONFIG`` with ``config`` on top) whose K clients
+    registered round 1 of a FedAvg :func:`make_round` with their U_i, collection closed by
+    ``maxUpdates`` and nobody attested yet; unless ``fault_proof`` is false it is bound to a
+    fresh FaultGames first, with the step parameters of ``step`` (default the round's rule)
+    and ``dim`` (default the round's d), and ``stop`` = (T**2, patience) if given. Returns
+    the ``TaskSetup`` (aggregators: accounts 1-4, clients: the next K), the games and the
+    round."""
+    from adapters.contract import TaskConfig, TaskContract
+    from aggregators.faultproof import fault_params_hash
+    from tests.conftest import DEFAULT_TASK_CONFIG, TaskSetup
+    from tests.test_contract import dg
+
+    r = make_round(StepRule.of("fedavg"))
+    k = len(r.ups)
+    owner, rest = chain.accounts[0], chain.accounts[1:]
+    aggregators, clients = rest[:4], rest[4 : 4 + k]
+    settings = {**DEFAULT_TASK_CONFIG, "min_updates": k, "max_updates": k, "submit_timeout": 10}
+    task = TaskContract.deploy(chain, owner, TaskConfig(**{**settings, **config}))
+    one = OneStepContract.deploy(chain, owner)
+    games = FaultGamesContract.deploy(chain, owner, one.address, CLOCK, BOND)
+    if fault_proof:  # fixed before anyone stakes on the task
+        params = fault_params_hash(step or r.rule, dim or len(r.prev), VB)
+        task.set_fault_games(owner, games.address, ChunkTree(r.prev).root, params)
+        if stop is not None:
+            task.set_stop_rule(owner, *stop)
+    for a in aggregators:
+        task.register_aggregator(a)
+    for c in clients:
+        task.register_client(c)
+    task.start(owner)
+    # each client signs its update's digest, weight and U_i (chunk root)
+    for i, c in enumerate(clients):
+        task.submit_update(c, 1, dg(("u", i)), r.weights[i], ChunkTree(r.ups[i]).root)
+    r.clients = [c.address for c in clients]
+    r.digests = [dg(("u", i)) for i in range(k)]
+    return TaskSetup(chain, task, owner, aggregators, clients, rest[4 + k :]), games, r

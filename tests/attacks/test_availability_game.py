@@ -38,19 +38,17 @@ from adapters.contract import (
     NotAggregator,
     NotIncluded,
     Phase,
-    TaskConfig,
     TaskContract,
     WrongValue,
 )
-from adapters.faultproof import FaultGamesContract, OneStepContract
-from aggregators.faultproof import StepRule, fault_params_hash
+from adapters.faultproof import FaultGamesContract
 from aggregators.registry import rule_id
 from fedchain.sim.driver.events import read_events
 from fedchain.sim.runner import run_scenario
 from fedchain.sim.scenario import load_scenario, outcome_of
 from protocol.merkle import ChunkTree, chunk_bytes, chunk_values
-from tests.conftest import DEFAULT_TASK_CONFIG, TaskSetup
-from tests.fault_support import BOND, CLAIM_BOND, CLOCK, VB, Round, make_round
+from tests.conftest import TaskSetup
+from tests.fault_support import CLAIM_BOND, VB, Round, started_fault_round
 from tests.test_contract import BURN, chosen, dg, exec_at
 
 K = 5  # updates per round
@@ -86,37 +84,17 @@ def make_avail(chain: Chain, *, fault_proof: bool = True, attest_x: int = 2) -> 
     with their U_i; collection closed; aggregators 0 and 1 (colluders) attest every update,
     2 (honest) every update but X, which nobody holds; 3 (honest) is too late to attest. The
     first ``attest_x`` aggregators attest X."""
-    owner, rest = chain.accounts[0], chain.accounts[1:]
-    aggregators, clients = rest[:4], rest[4 : 4 + K]
-    config = TaskConfig(
-        **{
-            **DEFAULT_TASK_CONFIG,
+    s, games, r = started_fault_round(
+        chain,
+        {
             "rule_id": rule_id("fedavg"),
-            "min_updates": K,
-            "max_updates": K,
-            "submit_timeout": 10,
             "challenge_window": CHALLENGE_WINDOW,
             "attest_window": ATTEST_WINDOW,
             "dispute_timeout": DISPUTE_TIMEOUT,
-        }
+        },
+        fault_proof=fault_proof,
     )
-    task = TaskContract.deploy(chain, owner, config)
-    one = OneStepContract.deploy(chain, owner)
-    games = FaultGamesContract.deploy(chain, owner, one.address, CLOCK, BOND)
-    r = make_round(StepRule.of("fedavg"))
-    if fault_proof:
-        task.set_fault_games(
-            owner, games.address, ChunkTree(r.prev).root, fault_params_hash(r.rule, len(r.prev), VB)
-        )
-    for a in aggregators:
-        task.register_aggregator(a)
-    for c in clients:
-        task.register_client(c)
-    task.start(owner)
-    for i, c in enumerate(clients):
-        task.submit_update(c, 1, dg(("u", i)), r.weights[i], ChunkTree(r.ups[i]).root)
-    r.clients = [c.address for c in clients]
-    r.digests = [dg(("u", i)) for i in range(K)]
+    chain, task, aggregators = s.chain, s.task, s.aggregators
     close = task.round_info(1).close_block  # maxUpdates reached: collection closed
     if chain.block_number() < close:
         exec_at(chain, close)
@@ -125,7 +103,6 @@ def make_avail(chain: Chain, *, fault_proof: bool = True, attest_x: int = 2) -> 
     # n - f = 3 attestations fix the included set: aggregator 3 never attests
     for m, a in enumerate(aggregators[:3]):
         task.attest(a, 1, everything if m < attest_x else but_x)
-    s = TaskSetup(chain, task, owner, aggregators, clients, rest[4 + K :])
     return Avail(s, games, r)
 
 

@@ -26,21 +26,20 @@ from adapters.contract import (
     AttestWindowRequired,
     ClaimMismatch,
     Phase,
-    TaskConfig,
     TaskContract,
 )
-from adapters.faultproof import FaultGamesContract, OneStepContract
+from adapters.faultproof import FaultGamesContract
 from adapters.reverts import error_class
 from aggregators.fault_agent import check_fault_params, fault_params_hash_of
-from aggregators.faultproof import StepRule, excluded_words, fault_params_hash
+from aggregators.faultproof import excluded_words
 from aggregators.registry import rule_id
 from clients.node import ClientNode
 from fedchain.sim.runner import Demo
 from fedchain.sim.scenario import scenario_from_dict
 from protocol.errors import ConfigError
 from protocol.merkle import ChunkTree
-from tests.conftest import DEFAULT_TASK_CONFIG, TaskSetup
-from tests.fault_support import BOND, CLAIM_BOND, CLOCK, VB, Round, make_round
+from tests.conftest import TaskSetup
+from tests.fault_support import BOND, CLAIM_BOND, VB, Round, started_fault_round
 from tests.test_contract import chosen, dg, exec_at
 
 K = 5
@@ -66,41 +65,18 @@ def make_task(
 ) -> Excl:
     """A started fault-proof task (FedAvg, value bound VB) whose K clients registered round 1
     and whose members attested ``held[m]`` (one row per attesting member, in order)."""
-    owner, rest = chain.accounts[0], chain.accounts[1:]
-    aggregators, clients = rest[:4], rest[4 : 4 + K]
-    config = TaskConfig(
-        **{
-            **DEFAULT_TASK_CONFIG,
+    s, games, r = started_fault_round(
+        chain,
+        {
             "rule_id": rule_id("fedavg"),
-            "min_updates": K,
-            "max_updates": K,
-            "submit_timeout": 10,
             "challenge_window": CHALLENGE_WINDOW,
             "attest_window": attest_window,
-        }
+        },
+        dim=dim,
     )
-    task = TaskContract.deploy(chain, owner, config)
-    one = OneStepContract.deploy(chain, owner)
-    games = FaultGamesContract.deploy(chain, owner, one.address, CLOCK, BOND)
-    r = make_round(StepRule.of("fedavg"))
-    task.set_fault_games(
-        owner,
-        games.address,
-        ChunkTree(r.prev).root,
-        fault_params_hash(r.rule, dim or len(r.prev), VB),
-    )
-    for a in aggregators:
-        task.register_aggregator(a)
-    for c in clients:
-        task.register_client(c)
-    task.start(owner)
-    for i, c in enumerate(clients):
-        task.submit_update(c, 1, dg(("u", i)), r.weights[i], ChunkTree(r.ups[i]).root)
-    r.clients = [c.address for c in clients]
-    r.digests = [dg(("u", i)) for i in range(K)]
+    task, aggregators = s.task, s.aggregators
     for a, bits in zip(aggregators, held, strict=False):
         task.attest(a, 1, bits)
-    s = TaskSetup(chain, task, owner, aggregators, clients, rest[4 + K :])
     if not task.round_info(1).availability_fixed:
         exec_at(chain, task.round_info(1).attest_end)
     return Excl(s, games, r)

@@ -32,16 +32,22 @@ from adapters.contract import (
     NoFaultGames,
     OwnableUnauthorizedAccount,
     Phase,
-    TaskConfig,
     TaskContract,
 )
-from adapters.faultproof import FaultGamesContract, OneStepContract
+from adapters.faultproof import FaultGamesContract
 from adapters.records import records_accumulator
-from aggregators.faultproof import RULE_IDS, StepRule, fault_params_hash
+from aggregators.faultproof import RULE_IDS, StepRule
 from aggregators.registry import rule_id
 from protocol.merkle import ChunkTree
-from tests.conftest import DEFAULT_TASK_CONFIG, TaskSetup
-from tests.fault_support import BOND, CLAIM_BOND, CLOCK, VB, Round, faulty, make_round
+from tests.fault_support import (
+    BOND,
+    CLAIM_BOND,
+    CLOCK,
+    VB,
+    Round,
+    faulty,
+    started_fault_round,
+)
 from tests.test_contract import BURN, bonds_held, chosen, dg, exec_at
 from tests.test_contract_dispute import by_address, sig_of
 
@@ -70,44 +76,21 @@ def h(chain: Chain) -> Hooked:
 def make_hooked(chain: Chain, rule: str = "fedavg", stop: tuple[int, int] | None = None) -> Hooked:
     """A started fault-proof task whose K clients registered round 1 (rule ``rule``, named
     on-chain as the deployment names it: ``rule_id(rule)``); the round's data is FedAvg's."""
-    owner, rest = chain.accounts[0], chain.accounts[1:]
-    aggregators, clients = rest[:4], rest[4 : 4 + K]
-    config = TaskConfig(
-        **{
-            **DEFAULT_TASK_CONFIG,
-            "rule_id": rule_id(rule),
-            "min_updates": K,
-            "max_updates": K,
-            "submit_timeout": 10,
-            "challenge_window": CHALLENGE_WINDOW,
-            "attest_window": ATTEST_WINDOW,
-        }
-    )
-    task = TaskContract.deploy(chain, owner, config)
-    one = OneStepContract.deploy(chain, owner)
-    games = FaultGamesContract.deploy(chain, owner, one.address, CLOCK, BOND)
-    r = make_round(StepRule.of("fedavg"))
-    # fixed before anyone stakes on the task
     # the task's step parameters: its rule (trimmed mean with beta 0.2), d, the value bound
     step = StepRule.of(rule, {"beta": 0.2} if rule == "trimmed_mean" else {})
-    task.set_fault_games(
-        owner, games.address, ChunkTree(r.prev).root, fault_params_hash(step, len(r.prev), VB)
+    s, games, r = started_fault_round(
+        chain,
+        {
+            "rule_id": rule_id(rule),
+            "challenge_window": CHALLENGE_WINDOW,
+            "attest_window": ATTEST_WINDOW,
+        },
+        step=step,
+        stop=stop,
     )
-    if stop is not None:  # (T**2, patience)
-        task.set_stop_rule(owner, *stop)
-    for a in aggregators:
-        task.register_aggregator(a)
-    for c in clients:
-        task.register_client(c)
-    task.start(owner)
-    # each client signs its update's digest, weight and U_i (chunk root)
-    for i, c in enumerate(clients):
-        task.submit_update(c, 1, dg(("u", i)), r.weights[i], ChunkTree(r.ups[i]).root)
-    r.clients = [c.address for c in clients]
-    r.digests = [dg(("u", i)) for i in range(K)]
+    task, aggregators = s.task, s.aggregators
     for a in aggregators[:3]:  # n - f attestations fix the included set: every update
         task.attest(a, 1, [True] * K)
-    s = TaskSetup(chain, task, owner, aggregators, clients, rest[4 + K :])
     return Hooked(s, games, r)
 
 
