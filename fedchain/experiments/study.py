@@ -213,9 +213,11 @@ def robustness_fmnist_alpha(quick: bool) -> ExperimentSpec:
     return _spec("robustness-fmnist-alpha", fixed, axes, 1 if quick else 2, text, plots)
 
 
-def robustness_fmnist_f10(quick: bool) -> ExperimentSpec:
-    """Slice of the sweep: f = 10 % (2 of 20 clients Byzantine, rules told the true f),
-    IID and Dirichlet alpha = 0.1 (the headline's partitions at half its f)."""
+def _partition_slice(
+    name: str, quick: bool, change: Mapping[str, Any], text: str
+) -> ExperimentSpec:
+    """A sweep slice over IID and Dirichlet alpha = 0.1 (quick: Dirichlet only), every rule
+    and attack, 2 seeds: the headline's setting with ``change`` on top."""
     axes: dict[str, tuple[Any, ...]] = {
         "partition": ("iid", "dirichlet"),
         "rule": STUDY_RULES,
@@ -223,24 +225,22 @@ def robustness_fmnist_f10(quick: bool) -> ExperimentSpec:
     }
     if quick:
         axes = {"partition": ("dirichlet",), **_SLICE_QUICK}
-    fixed = {**STUDY_FIXED, "byzantine": 0.1, "alpha": 0.1}
+    fixed = {**STUDY_FIXED, **change, "alpha": 0.1}
+    return _spec(name, fixed, axes, 1 if quick else 2, text)
+
+
+def robustness_fmnist_f10(quick: bool) -> ExperimentSpec:
+    """Slice of the sweep: f = 10 % (2 of 20 clients Byzantine, rules told the true f),
+    IID and Dirichlet alpha = 0.1 (the headline's partitions at half its f)."""
     text = _DESCRIPTION.replace("20 % of 20 clients", "10 % of 20 clients")
-    return _spec("robustness-fmnist-f10", fixed, axes, 1 if quick else 2, text)
+    return _partition_slice("robustness-fmnist-f10", quick, {"byzantine": 0.1}, text)
 
 
 def robustness_fmnist_overf(quick: bool) -> ExperimentSpec:
     """Slice of the sweep: rules told a larger f (30 %, 6 of 20) than the real 20 % (4),
     IID and Dirichlet alpha = 0.1: what over-provisioning f costs and buys."""
-    axes: dict[str, tuple[Any, ...]] = {
-        "partition": ("iid", "dirichlet"),
-        "rule": STUDY_RULES,
-        "attack": STUDY_ATTACKS,
-    }
-    if quick:
-        axes = {"partition": ("dirichlet",), **_SLICE_QUICK}
-    fixed = {**STUDY_FIXED, "assumed_byzantine": 0.3, "alpha": 0.1}
     text = _DESCRIPTION.replace("rules are told the true f", "rules are told f = 30 % (6)")
-    return _spec("robustness-fmnist-overf", fixed, axes, 1 if quick else 2, text)
+    return _partition_slice("robustness-fmnist-overf", quick, {"assumed_byzantine": 0.3}, text)
 
 
 def robustness_fmnist_probe(quick: bool) -> ExperimentSpec:
