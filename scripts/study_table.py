@@ -1,22 +1,29 @@
-"""Print the robustness study's headline table (markdown) from a run directory.
+"""Print a robustness grid's headline table (markdown, or JSON) from its run directory.
 
     .venv/bin/python scripts/study_table.py runs/experiments/robustness-fmnist
     .venv/bin/python scripts/study_table.py runs/experiments/robustness-fmnist --by-rule
+    .venv/bin/python scripts/study_table.py runs/experiments/robustness-fmnist-alpha --by-rule
+    .venv/bin/python scripts/study_table.py DIR --experiment robustness-fmnist-f10 --json
 
-Per (partition, rule): the worst case over attacks of the last-5-round mean test accuracy
-(the attack named), its 95 % Student-t interval and seed count, and the clean accuracy.
-Cells still running are left out; a (partition, rule) whose attacks are not all finished
-is marked "partial: a of A attacks". ``--by-rule``: one row per rule, one column per
-partition alone and after NNM (mean ± interval, the attack, the seeds).
+Per (setting, rule), where the setting is the partition with its Dirichlet alpha: the worst
+case over attacks of the last-5-round mean test accuracy (the attack named), its 95 %
+Student-t interval and seed count, and the clean accuracy. Cells still running are left
+out; a (setting, rule) whose attacks are not all finished is marked "partial: a of A
+attacks". ``--by-rule``: one row per rule, one column per setting alone and after NNM
+(mean ± interval, the attack, the seeds). The grid is the builtin named by
+``--experiment``, or by the directory's name when that is a builtin.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
-from fedchain.experiments.builtin import builtin
+from fedchain.experiments.builtin import BUILTINS, builtin
 from fedchain.experiments.execute import load_rows
 from fedchain.experiments.study import worst_case_table
 
@@ -34,42 +41,43 @@ SHORT = {
 }
 
 
-def by_rule(table: list[dict[str, object]]) -> None:
-    """One row per rule: IID, IID + NNM, Dirichlet, Dirichlet + NNM."""
-    cells = {(r["partition"], r["rule"]): r for r in table}
+def setting_title(setting: str) -> str:
+    """``iid`` -> IID, ``dirichlet alpha=0.1`` -> α = 0.1 (a column heading)."""
+    if setting.startswith("dirichlet alpha="):
+        return "α = " + setting.split("=", 1)[1]
+    return setting.upper() if setting == "iid" else setting
+
+
+def by_rule(table: list[dict[str, Any]]) -> list[str]:
+    """One row per rule; per setting, a column alone and one after NNM."""
+    cells = {(r["setting"], r["rule"]): r for r in table}
+    settings = list(dict.fromkeys(str(r["setting"]) for r in table))
     rules = sorted({str(r["rule"]).removeprefix("nnm+") for r in table})
-    print("| rule | IID | IID + NNM | Dirichlet α = 0.1 | α = 0.1 + NNM |")
-    print("|---|---|---|---|---|")
+    heads = [f"{setting_title(s)}{suffix}" for s in settings for suffix in ("", " + NNM")]
+    lines = ["| rule | " + " | ".join(heads) + " |", "|---" * (len(heads) + 1) + "|"]
     for rule in rules:
         out = []
-        for part in ("iid", "dirichlet"):
+        for setting in settings:
             for name in (rule, f"nnm+{rule}"):
-                r = cells.get((part, name))
+                r = cells.get((setting, name))
                 if r is None:
                     out.append("-")
                     continue
-                ci = r["worst_ci95"]
-                mean = float(r["worst_mean"])  # type: ignore[arg-type]
-                band = "" if math.isnan(float(ci)) else f" ± {float(ci):.3f}"  # type: ignore[arg-type]
+                ci = float(r["worst_ci95"])
+                band = "" if math.isnan(ci) else f" ± {ci:.3f}"
                 attack = SHORT.get(str(r["worst_attack"]), str(r["worst_attack"]))
-                out.append(f"{mean:.3f}{band} ({attack}; n = {r['worst_n']})")
-        print(f"| {rule} | " + " | ".join(out) + " |")
+                out.append(f"{float(r['worst_mean']):.3f}{band} ({attack}; n = {r['worst_n']})")
+        lines.append(f"| {rule} | " + " | ".join(out) + " |")
+    return lines
 
 
-def main(argv: list[str]) -> int:
-    args = [a for a in argv[1:] if not a.startswith("--")]
-    directory = Path(args[0] if args else "runs/experiments/robustness-fmnist")
-    spec = builtin("robustness-fmnist")
-    total_attacks = len([a for a in spec.axes["attack"] if a != "none"])
-    wanted = {c.id for c in spec.cells()}
-    rows = [r for r in load_rows(directory) if r["cell_id"] in wanted]
-    if "--by-rule" in argv:
-        by_rule(worst_case_table(rows))
-        print(f"\n({len(rows)} of {len(spec.cells()) * len(spec.seeds)} units finished)")
-        return 0
-    print("| partition | rule | clean | worst attack | worst-case last-5 accuracy | seeds | note |")
-    print("|---|---|---|---|---|---|---|")
-    for r in worst_case_table(rows):
+def by_setting(table: list[dict[str, Any]], total_attacks: int) -> list[str]:
+    """One row per (setting, rule), with the clean accuracy and a partial-cell note."""
+    lines = [
+        "| setting | rule | clean | worst attack | worst-case last-5 accuracy | seeds | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in table:
         ci = "" if math.isnan(r["worst_ci95"]) else f" ± {r['worst_ci95']:.3f}"
         clean = "-" if r["clean"] is None else f"{r['clean']:.3f}"
         note = (
@@ -77,11 +85,58 @@ def main(argv: list[str]) -> int:
             if r["attacks"] == total_attacks
             else f"partial: {r['attacks']} of {total_attacks} attacks"
         )
-        print(
-            f"| {r['partition']} | {r['rule']} | {clean} | {r['worst_attack']} | "
+        lines.append(
+            f"| {setting_title(r['setting'])} | {r['rule']} | {clean} | {r['worst_attack']} | "
             f"{r['worst_mean']:.3f}{ci} | {r['worst_n']} | {note} |"
         )
-    print(f"\n({len(rows)} of {len(spec.cells()) * len(spec.seeds)} units finished)")
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="study_table.py",
+        description="The worst case over attacks per (setting, rule) of a robustness grid.",
+    )
+    parser.add_argument(
+        "directory",
+        nargs="?",
+        default="runs/experiments/robustness-fmnist",
+        help="the grid's run directory (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--experiment",
+        help="the builtin grid the directory holds (default: the directory's name if it "
+        "is a builtin, else robustness-fmnist)",
+    )
+    parser.add_argument("--by-rule", action="store_true", help="one row per rule")
+    parser.add_argument("--json", action="store_true", help="the table as JSON rows")
+    args = parser.parse_args(argv[1:])
+    directory = Path(args.directory)
+    name = args.experiment or (
+        directory.name if directory.name in BUILTINS else "robustness-fmnist"
+    )
+    if name not in BUILTINS:
+        parser.error(f"unknown experiment {name!r}; builtins: {', '.join(sorted(BUILTINS))}")
+    if not (directory / "cells").is_dir():
+        parser.error(f"{directory} holds no cells/ directory: not a grid's run directory")
+    spec = builtin(name)
+    total_attacks = len([a for a in spec.axes.get("attack", ()) if a != "none"])
+    wanted = {c.id for c in spec.cells()}
+    rows = [r for r in load_rows(directory) if r["cell_id"] in wanted]
+    table = worst_case_table(rows)
+    units = len(spec.cells()) * len(spec.seeds)
+    if args.json:
+        print(
+            json.dumps(
+                {"experiment": name, "units": units, "finished": len(rows), "table": table},
+                indent=1,
+                allow_nan=True,
+            )
+        )
+        return 0
+    lines = by_rule(table) if args.by_rule else by_setting(table, total_attacks)
+    print("\n".join(lines))
+    print(f"\n({len(rows)} of {units} units of {name} finished)")
     return 0
 
 

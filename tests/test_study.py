@@ -19,7 +19,7 @@ from clients.data import (
 )
 from fedchain.config import DemoConfig
 from fedchain.experiments.cells import curve_metrics
-from fedchain.experiments.study import worst_case_table
+from fedchain.experiments.study import setting_label, worst_case_table
 from fedchain.sim.runner import Demo
 from fedchain.sim.scenario import ClientBehaviour, Scenario
 from protocol.errors import FedchainError
@@ -95,6 +95,27 @@ def test_curve_metrics_and_the_worst_case_over_attacks() -> None:
     assert row["worst_attack"] == "alie" and row["worst_mean"] == pytest.approx(0.55)
     assert row["worst_n"] == 2 and row["clean"] == pytest.approx(0.81)
     assert row["worst_ci95"] > 0
+
+
+def test_the_worst_case_keeps_dirichlet_alphas_apart() -> None:
+    """A grid over several alphas (robustness-fmnist-alpha) gets one row per alpha and
+    rule, IID first and the mildest heterogeneity next; a mixed group would hide that
+    alpha 0.3's worst case is far below alpha 1's."""
+    rows = [
+        {"partition": p, "alpha": a, "rule": "median", "attack": at, "last5_accuracy": v}
+        for p, a, at, v in [
+            ("dirichlet", 0.3, "alie", 0.3),
+            ("dirichlet", 0.3, "none", 0.6),
+            ("dirichlet", 1.0, "alie", 0.6),
+            ("dirichlet", 1.0, "none", 0.7),
+            ("iid", 0.1, "alie", 0.65),
+        ]
+    ]
+    table = worst_case_table(rows)
+    assert [r["setting"] for r in table] == ["iid", "dirichlet alpha=1", "dirichlet alpha=0.3"]
+    assert [r["worst_mean"] for r in table] == [0.65, 0.6, 0.3]
+    assert [r["partition"] for r in table] == ["iid", "dirichlet", "dirichlet"]
+    assert setting_label({"partition": "dirichlet"}) == "dirichlet"
 
 
 def test_rounds_jsonl_logs_krum_selection_and_nnm_neighbourhoods(tmp_path: Path) -> None:

@@ -44,6 +44,7 @@ __all__ = [
     "robustness_fmnist_sweep",
     "robustness_fmnist_tau",
     "robustness_fmnist_val",
+    "setting_label",
     "worst_case_table",
 ]
 
@@ -576,21 +577,41 @@ def aggregator_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def setting_label(row: Mapping[str, Any]) -> str:
+    """``iid``, or ``dirichlet`` with its concentration (``dirichlet alpha=0.1``): the data
+    setting a row was run in. A row without ``alpha`` is labelled by its partition alone."""
+    partition = str(row.get("partition"))
+    alpha = row.get("alpha")
+    if partition != "dirichlet" or alpha in (None, ""):
+        return partition
+    return f"dirichlet alpha={float(alpha):g}"
+
+
+def _setting_order(item: tuple[tuple[str, str], Any]) -> tuple[int, float, str]:
+    """IID first, then Dirichlet from the mildest (largest alpha) down, then by rule."""
+    setting, rule = item[0]
+    if not setting.startswith("dirichlet alpha="):
+        return (0, 0.0, setting + "|" + rule)
+    return (1, -float(setting.split("=", 1)[1]), rule)
+
+
 def worst_case_table(
     rows: Sequence[Mapping[str, Any]], metric: str = "last5_accuracy"
 ) -> list[dict[str, Any]]:
-    """Per (partition, rule): every attack's mean over seeds, and the worst attack's mean,
+    """Per (setting, rule): every attack's mean over seeds, and the worst attack's mean,
     95 % Student-t CI and seed count (``attack`` names it). Attack ``none`` is not an
-    attack: it is reported as ``clean``."""
+    attack: it is reported as ``clean``. The setting is the data partition, with the
+    Dirichlet concentration (:func:`setting_label`), so a grid over several alphas keeps
+    them apart."""
     groups: dict[tuple[str, str], dict[str, list[float]]] = {}
     for r in rows:
         v = r.get(metric)
         if v is None:
             continue
-        key = (str(r.get("partition")), str(r.get("rule")))
+        key = (setting_label(r), str(r.get("rule")))
         groups.setdefault(key, {}).setdefault(str(r.get("attack")), []).append(float(v))
     out = []
-    for (partition, rule), by_attack in sorted(groups.items()):
+    for (setting, rule), by_attack in sorted(groups.items(), key=_setting_order):
         stats = {a: describe(vals) for a, vals in by_attack.items()}
         attacked = {a: s for a, s in stats.items() if a != "none"}
         if not attacked:
@@ -599,7 +620,8 @@ def worst_case_table(
         w = attacked[worst]
         out.append(
             {
-                "partition": partition,
+                "setting": setting,
+                "partition": setting.split(" ", 1)[0],
                 "rule": rule,
                 "clean": stats["none"].mean if "none" in stats else None,
                 "worst_attack": worst,
