@@ -41,6 +41,9 @@ SHORT = {
 }
 
 
+METRICS = ("last5_accuracy", "final_accuracy", "min_after_warmup", "best_accuracy")
+
+
 def setting_title(setting: str) -> str:
     """``iid`` -> IID, ``dirichlet alpha=0.1`` -> α = 0.1 (a column heading)."""
     if setting.startswith("dirichlet alpha="):
@@ -108,6 +111,14 @@ def main(argv: list[str]) -> int:
         help="the builtin grid the directory holds (default: the directory's name if it "
         "is a builtin, else robustness-fmnist)",
     )
+    parser.add_argument(
+        "--metric",
+        choices=METRICS,
+        default="last5_accuracy",
+        help="per unit: the mean of the last 5 rounds (default), the final round, the "
+        "minimum after warm-up, or the best round (ByzFL's benchmark reports the best "
+        "accuracy reached, so this one compares with it)",
+    )
     parser.add_argument("--by-rule", action="store_true", help="one row per rule")
     parser.add_argument("--json", action="store_true", help="the table as JSON rows")
     args = parser.parse_args(argv[1:])
@@ -123,7 +134,9 @@ def main(argv: list[str]) -> int:
     total_attacks = len([a for a in spec.axes.get("attack", ()) if a != "none"])
     wanted = {c.id for c in spec.cells()}
     rows = [r for r in load_rows(directory) if r["cell_id"] in wanted]
-    table = worst_case_table(rows)
+    if args.metric == "best_accuracy":
+        rows = [{**r, "best_accuracy": max(r["accuracy_per_round"])} for r in rows]
+    table = worst_case_table(rows, args.metric)
     units = len(spec.cells()) * len(spec.seeds)
     if args.json:
         print(
@@ -136,7 +149,7 @@ def main(argv: list[str]) -> int:
         return 0
     lines = by_rule(table) if args.by_rule else by_setting(table, total_attacks)
     print("\n".join(lines))
-    print(f"\n({len(rows)} of {units} units of {name} finished)")
+    print(f"\n({len(rows)} of {units} units of {name} finished; metric {args.metric})")
     return 0
 
 
