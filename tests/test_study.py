@@ -118,6 +118,45 @@ def test_the_worst_case_keeps_dirichlet_alphas_apart() -> None:
     assert setting_label({"partition": "dirichlet"}) == "dirichlet"
 
 
+def test_study_table_reads_a_grid_directory(tmp_path: Path) -> None:
+    """scripts/study_table.py on a hand-made robustness-fmnist-alpha directory: one row per
+    (alpha, rule), the worst attack named; --metric best_accuracy takes each unit's best
+    round; a directory that is not a grid is refused with a message."""
+    import subprocess
+    import sys
+
+    from fedchain.experiments.builtin import builtin
+
+    root = tmp_path / "robustness-fmnist-alpha"
+    spec = builtin("robustness-fmnist-alpha")
+    picked = [
+        c
+        for c in spec.cells()
+        if c.axes["rule"] == "median" and c.axes["attack"] in ("none", "alie", "min_max")
+    ]
+    assert len(picked) == 6  # 2 alphas x 3 attacks
+    for cell in picked:
+        for seed in (0, 1):
+            curve = [0.2, 0.9 if cell.axes["attack"] == "alie" else 0.6, 0.5]
+            row = {**cell.params, "cell_id": cell.id, "seed": seed, "accuracy_per_round": curve}
+            row["last5_accuracy"] = (0.3 if cell.axes["attack"] == "alie" else 0.5) + seed / 10
+            unit = root / "cells" / cell.id / f"seed-{seed}"
+            unit.mkdir(parents=True)
+            (unit / "result.json").write_text(json.dumps(row))
+    table_script = Path(__file__).resolve().parents[1] / "scripts" / "study_table.py"
+    script = [sys.executable, str(table_script), str(root), "--json"]
+    out = json.loads(subprocess.run(script, capture_output=True, text=True, check=True).stdout)
+    assert out["experiment"] == "robustness-fmnist-alpha" and out["finished"] == 12
+    table = out["table"]
+    assert [r["setting"] for r in table] == ["dirichlet alpha=1", "dirichlet alpha=0.3"]
+    assert {r["worst_attack"] for r in table} == {"alie"}
+    assert [r["worst_mean"] for r in table] == pytest.approx([0.35, 0.35])
+    best = subprocess.run([*script, "--metric", "best_accuracy"], capture_output=True, text=True)
+    assert {r["worst_attack"] for r in json.loads(best.stdout)["table"]} == {"min_max"}
+    bad = subprocess.run(script[:2] + [str(tmp_path / "nothing")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "not a grid's run directory" in bad.stderr
+
+
 def test_rounds_jsonl_logs_krum_selection_and_nnm_neighbourhoods(tmp_path: Path) -> None:
     """A real run (embedded chain): rounds.jsonl names the update Krum kept and, for
     nnm+krum, every update's NNM neighbourhood (registered-update indices)."""
