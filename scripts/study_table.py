@@ -51,8 +51,9 @@ def setting_title(setting: str) -> str:
     return setting.upper() if setting == "iid" else setting
 
 
-def by_rule(table: list[dict[str, Any]]) -> list[str]:
-    """One row per rule; per setting, a column alone and one after NNM."""
+def by_rule(table: list[dict[str, Any]], total_attacks: int) -> list[str]:
+    """One row per rule; per setting, a column alone and one after NNM. A cell whose
+    attacks have not all finished says how many have ("7 of 12 attacks")."""
     cells = {(r["setting"], r["rule"]): r for r in table}
     settings = list(dict.fromkeys(str(r["setting"]) for r in table))
     rules = sorted({str(r["rule"]).removeprefix("nnm+") for r in table})
@@ -69,7 +70,14 @@ def by_rule(table: list[dict[str, Any]]) -> list[str]:
                 ci = float(r["worst_ci95"])
                 band = "" if math.isnan(ci) else f" ± {ci:.3f}"
                 attack = SHORT.get(str(r["worst_attack"]), str(r["worst_attack"]))
-                out.append(f"{float(r['worst_mean']):.3f}{band} ({attack}; n = {r['worst_n']})")
+                partial = (
+                    ""
+                    if r["attacks"] == total_attacks
+                    else f"; {r['attacks']} of {total_attacks} attacks"
+                )
+                out.append(
+                    f"{float(r['worst_mean']):.3f}{band} ({attack}; n = {r['worst_n']}{partial})"
+                )
         lines.append(f"| {rule} | " + " | ".join(out) + " |")
     return lines
 
@@ -147,7 +155,7 @@ def main(argv: list[str]) -> int:
             )
         )
         return 0
-    lines = by_rule(table) if args.by_rule else by_setting(table, total_attacks)
+    lines = by_rule(table, total_attacks) if args.by_rule else by_setting(table, total_attacks)
     print("\n".join(lines))
     print(f"\n({len(rows)} of {units} units of {name} finished; metric {args.metric})")
     return 0

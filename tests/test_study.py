@@ -153,6 +153,8 @@ def test_study_table_reads_a_grid_directory(tmp_path: Path) -> None:
     assert [r["worst_mean"] for r in table] == pytest.approx([0.35, 0.35])
     best = subprocess.run([*script, "--metric", "best_accuracy"], capture_output=True, text=True)
     assert {r["worst_attack"] for r in json.loads(best.stdout)["table"]} == {"min_max"}
+    rule_rows = subprocess.run([*script[:3], "--by-rule"], capture_output=True, text=True)
+    assert "| median | 0.350 ± " in rule_rows.stdout and "2 of 12 attacks" in rule_rows.stdout
     bad = subprocess.run([*script[:2], str(tmp_path / "nothing")], capture_output=True, text=True)
     assert bad.returncode == 2 and "not a grid's run directory" in bad.stderr
 
