@@ -313,3 +313,22 @@ def test_experiment_help_lists_every_builtin() -> None:
 
     listed = {line.split()[0] for line in EXPERIMENT_EPILOG.splitlines() if line.startswith("  ")}
     assert set(BUILTINS) <= listed, sorted(set(BUILTINS) - listed)
+
+
+def test_published_grid_files_load_and_the_slice_halves_share_their_builtins_ids() -> None:
+    """Every docs/grids/*.toml parses; a file named after a builtin slice ('...-dirichlet')
+    holds only cells of that builtin (same ids), which is what lets study_table read it."""
+    from fedchain.experiments.builtin import builtin
+    from fedchain.experiments.grid import load_grid
+
+    grids = sorted((Path(__file__).resolve().parents[1] / "docs" / "grids").glob("*.toml"))
+    assert grids
+    halves = 0
+    for path in grids:
+        spec = load_grid(path)
+        assert spec.cells()
+        if path.stem.startswith("robustness-fmnist-") and path.stem.endswith("-dirichlet"):
+            parent = builtin(path.stem.removesuffix("-dirichlet"))
+            assert {c.id for c in spec.cells()} <= {c.id for c in parent.cells()}
+            halves += 1
+    assert halves == 2
