@@ -147,13 +147,13 @@ def main(argv: list[str]) -> int:
     table = worst_case_table(rows, args.metric)
     units = len(spec.cells()) * len(spec.seeds)
     if args.json:
-        print(
-            json.dumps(
-                {"experiment": name, "units": units, "finished": len(rows), "table": table},
-                indent=1,
-                allow_nan=True,
-            )
-        )
+        # strict JSON: an interval over one seed is undefined (NaN) and is written null
+        strict = [
+            {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()}
+            for r in table
+        ]
+        summary = {"experiment": name, "metric": args.metric, "units": units}
+        print(json.dumps({**summary, "finished": len(rows), "table": strict}, indent=1))
         return 0
     lines = by_rule(table, total_attacks) if args.by_rule else by_setting(table, total_attacks)
     print("\n".join(lines))

@@ -140,6 +140,8 @@ def test_study_table_reads_a_grid_directory(tmp_path: Path) -> None:
             curve = [0.2, 0.9 if cell.axes["attack"] == "alie" else 0.6, 0.5]
             row = {**cell.params, "cell_id": cell.id, "seed": seed, "accuracy_per_round": curve}
             row["last5_accuracy"] = (0.3 if cell.axes["attack"] == "alie" else 0.5) + seed / 10
+            if seed == 0:  # one seed of this metric: an undefined interval
+                row["min_after_warmup"] = 0.2
             unit = root / "cells" / cell.id / f"seed-{seed}"
             unit.mkdir(parents=True)
             (unit / "result.json").write_text(json.dumps(row))
@@ -153,6 +155,9 @@ def test_study_table_reads_a_grid_directory(tmp_path: Path) -> None:
     assert [r["worst_mean"] for r in table] == pytest.approx([0.35, 0.35])
     best = subprocess.run([*script, "--metric", "best_accuracy"], capture_output=True, text=True)
     assert {r["worst_attack"] for r in json.loads(best.stdout)["table"]} == {"min_max"}
+    one_seed = subprocess.run([*script, "--metric", "min_after_warmup"], capture_output=True)
+    assert b"NaN" not in one_seed.stdout
+    assert json.loads(one_seed.stdout)["table"][0]["worst_ci95"] is None
     rule_rows = subprocess.run([*script[:3], "--by-rule"], capture_output=True, text=True)
     assert "| median | 0.350 ± " in rule_rows.stdout and "2 of 12 attacks" in rule_rows.stdout
     bad = subprocess.run([*script[:2], str(tmp_path / "nothing")], capture_output=True, text=True)
