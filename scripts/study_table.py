@@ -4,6 +4,7 @@
     .venv/bin/python scripts/study_table.py runs/experiments/robustness-fmnist --by-rule
     .venv/bin/python scripts/study_table.py runs/experiments/robustness-fmnist-alpha --by-rule
     .venv/bin/python scripts/study_table.py DIR --experiment robustness-fmnist-f10 --json
+    .venv/bin/python scripts/study_table.py DIR1 DIR2 --seed 0 --by-rule   # grids side by side
 
 Per (setting, rule), where the setting is the partition with its Dirichlet alpha: the worst
 case over attacks of the last-5-round mean test accuracy (the attack named), its 95 %
@@ -109,15 +110,22 @@ def main(argv: list[str]) -> int:
         description="The worst case over attacks per (setting, rule) of a robustness grid.",
     )
     parser.add_argument(
-        "directory",
-        nargs="?",
-        default="runs/experiments/robustness-fmnist",
-        help="the grid's run directory (default: %(default)s)",
+        "directories",
+        nargs="*",
+        metavar="DIR",
+        default=["runs/experiments/robustness-fmnist"],
+        help="the grid's run directory, or several grids' (their settings side by side; "
+        "default: %(default)s)",
     )
     parser.add_argument(
         "--experiment",
-        help="the builtin grid the directory holds (default: the directory's name if it "
+        help="the builtin grid the directories hold (default: each directory's name if it "
         "is a builtin, else robustness-fmnist)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        help="only this seed's units (to set grids of unequal seeds side by side)",
     )
     parser.add_argument(
         "--metric",
@@ -130,22 +138,35 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--by-rule", action="store_true", help="one row per rule")
     parser.add_argument("--json", action="store_true", help="the table as JSON rows")
     args = parser.parse_args(argv[1:])
-    directory = Path(args.directory)
-    name = args.experiment or (
-        directory.name if directory.name in BUILTINS else "robustness-fmnist"
-    )
-    if name not in BUILTINS:
-        parser.error(f"unknown experiment {name!r}; builtins: {', '.join(sorted(BUILTINS))}")
-    if not (directory / "cells").is_dir():
-        parser.error(f"{directory} holds no cells/ directory: not a grid's run directory")
-    spec = builtin(name)
-    total_attacks = len([a for a in spec.axes.get("attack", ()) if a != "none"])
-    wanted = {c.id for c in spec.cells()}
-    rows = [r for r in load_rows(directory) if r["cell_id"] in wanted]
+    rows: list[dict[str, Any]] = []
+    names: list[str] = []
+    units = 0
+    total_attacks = 0
+    for text in args.directories:
+        directory = Path(text)
+        name = args.experiment or (
+            directory.name if directory.name in BUILTINS else "robustness-fmnist"
+        )
+        if name not in BUILTINS:
+            parser.error(f"unknown experiment {name!r}; builtins: {', '.join(sorted(BUILTINS))}")
+        if not (directory / "cells").is_dir():
+            parser.error(f"{directory} holds no cells/ directory: not a grid's run directory")
+        spec = builtin(name)
+        attacks = [a for a in spec.axes.get("attack", ()) if a != "none"]
+        total_attacks = max(total_attacks, len(attacks))
+        wanted = {c.id for c in spec.cells()}
+        seeds = spec.seeds if args.seed is None else (args.seed,)
+        units += len(spec.cells()) * len(seeds)
+        rows += [
+            r
+            for r in load_rows(directory)
+            if r["cell_id"] in wanted and (args.seed is None or r["seed"] == args.seed)
+        ]
+        names.append(name)
+    name = ", ".join(names)
     if args.metric == "best_accuracy":
         rows = [{**r, "best_accuracy": max(r["accuracy_per_round"])} for r in rows]
     table = worst_case_table(rows, args.metric)
-    units = len(spec.cells()) * len(spec.seeds)
     if args.json:
         # strict JSON: an interval over one seed is undefined (NaN) and is written null
         strict = [

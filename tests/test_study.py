@@ -155,6 +155,9 @@ def test_study_table_reads_a_grid_directory(tmp_path: Path) -> None:
     assert [r["worst_mean"] for r in table] == pytest.approx([0.35, 0.35])
     best = subprocess.run([*script, "--metric", "best_accuracy"], capture_output=True, text=True)
     assert {r["worst_attack"] for r in json.loads(best.stdout)["table"]} == {"min_max"}
+    seed_1 = json.loads(subprocess.run([*script, "--seed", "1"], capture_output=True).stdout)
+    assert seed_1["finished"] == 6 and seed_1["units"] == len(spec.cells())
+    assert [r["worst_mean"] for r in seed_1["table"]] == pytest.approx([0.4, 0.4])
     one_seed = subprocess.run([*script, "--metric", "min_after_warmup"], capture_output=True)
     assert b"NaN" not in one_seed.stdout
     assert json.loads(one_seed.stdout)["table"][0]["worst_ci95"] is None
