@@ -5,6 +5,8 @@
     .venv/bin/python scripts/study_table.py runs/experiments/robustness-fmnist-alpha --by-rule
     .venv/bin/python scripts/study_table.py DIR --experiment robustness-fmnist-f10 --json
     .venv/bin/python scripts/study_table.py DIR1 DIR2 --seed 0 --by-rule   # grids side by side
+    .venv/bin/python scripts/study_table.py DIR1 DIR2 --experiment robustness-fmnist \\
+        --experiment robustness-fmnist-overf --seed 0 --by-rule        # one builtin per DIR
 
 Per (setting, rule), where the setting is the partition with its Dirichlet alpha: the worst
 case over attacks of the last-5-round mean test accuracy (the attack named), its 95 %
@@ -42,14 +44,27 @@ SHORT = {
 }
 
 
+SETTING_KEYS = ("byzantine", "assumed_byzantine")
 METRICS = ("last5_accuracy", "final_accuracy", "min_after_warmup", "best_accuracy")
 
 
 def setting_title(setting: str) -> str:
-    """``iid`` -> IID, ``dirichlet alpha=0.1`` -> α = 0.1 (a column heading)."""
-    if setting.startswith("dirichlet alpha="):
-        return "α = " + setting.split("=", 1)[1]
-    return setting.upper() if setting == "iid" else setting
+    """A column heading: ``iid`` -> IID, ``dirichlet alpha=0.1`` -> α = 0.1, then
+    ``byzantine=0.1`` -> f = 10 %, ``assumed_byzantine=0.3`` -> told f = 30 %."""
+    head, *extra = setting.split(" ")
+    if head == "dirichlet" and extra and extra[0].startswith("alpha="):
+        head = "α = " + extra.pop(0).split("=", 1)[1]
+    parts = ["IID" if head == "iid" else head]
+    for item in extra:
+        key, _, value = item.partition("=")
+        share = f"{float(value) * 100:g} %" if value.replace(".", "", 1).isdigit() else value
+        if key == "byzantine":
+            parts.append(f"f = {share}")
+        elif key == "assumed_byzantine":
+            parts.append("told the true f" if value in ("-", "true") else f"told f = {share}")
+        else:
+            parts.append(item)
+    return ", ".join(parts)
 
 
 def by_rule(table: list[dict[str, Any]], total_attacks: int) -> list[str]:
@@ -119,8 +134,10 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument(
         "--experiment",
-        help="the builtin grid the directories hold (default: each directory's name if it "
-        "is a builtin, else robustness-fmnist)",
+        action="append",
+        help="the builtin grid a directory holds (default: the directory's name if it is "
+        "a builtin, else robustness-fmnist); once for all directories, or once per "
+        "directory in their order",
     )
     parser.add_argument(
         "--seed",
@@ -142,11 +159,13 @@ def main(argv: list[str]) -> int:
     names: list[str] = []
     units = 0
     total_attacks = 0
-    for text in args.directories:
+    given = args.experiment or []
+    if len(given) not in (0, 1, len(args.directories)):
+        parser.error("give --experiment once, or once per directory")
+    for i, text in enumerate(args.directories):
         directory = Path(text)
-        name = args.experiment or (
-            directory.name if directory.name in BUILTINS else "robustness-fmnist"
-        )
+        default = directory.name if directory.name in BUILTINS else "robustness-fmnist"
+        name = given[i] if len(given) > 1 else given[0] if given else default
         if name not in BUILTINS:
             parser.error(f"unknown experiment {name!r}; builtins: {', '.join(sorted(BUILTINS))}")
         if not (directory / "cells").is_dir():
@@ -166,7 +185,9 @@ def main(argv: list[str]) -> int:
     name = ", ".join(names)
     if args.metric == "best_accuracy":
         rows = [{**r, "best_accuracy": max(r["accuracy_per_round"])} for r in rows]
-    table = worst_case_table(rows, args.metric)
+    # grids side by side that differ in f (or in what the rules are told) keep apart
+    keys = [k for k in SETTING_KEYS if len({str(r.get(k)) for r in rows}) > 1]
+    table = worst_case_table(rows, args.metric, keys)
     if args.json:
         # strict JSON: an interval over one seed is undefined (NaN) and is written null
         strict = [

@@ -116,6 +116,13 @@ def test_the_worst_case_keeps_dirichlet_alphas_apart() -> None:
     assert [r["worst_mean"] for r in table] == [0.65, 0.6, 0.3]
     assert [r["partition"] for r in table] == ["iid", "dirichlet", "dirichlet"]
     assert setting_label({"partition": "dirichlet"}) == "dirichlet"
+    told = {"partition": "iid", "byzantine": 0.2, "assumed_byzantine": 0.3}
+    assert setting_label(told, ("byzantine", "assumed_byzantine")) == (
+        "iid byzantine=0.2 assumed_byzantine=0.3"
+    )
+    assert setting_label({"partition": "iid"}, ("assumed_byzantine",)) == "iid assumed_byzantine=-"
+    by_f = worst_case_table([{**rows[-1], "byzantine": f} for f in (0.1, 0.2)], keys=["byzantine"])
+    assert [r["setting"] for r in by_f] == ["iid byzantine=0.1", "iid byzantine=0.2"]
 
 
 def test_study_table_reads_a_grid_directory(tmp_path: Path) -> None:
@@ -163,6 +170,9 @@ def test_study_table_reads_a_grid_directory(tmp_path: Path) -> None:
     assert json.loads(one_seed.stdout)["table"][0]["worst_ci95"] is None
     rule_rows = subprocess.run([*script[:3], "--by-rule"], capture_output=True, text=True)
     assert "| median | 0.350 ± " in rule_rows.stdout and "2 of 12 attacks" in rule_rows.stdout
+    twice = ["--experiment", "robustness-fmnist-alpha"] * 2
+    miscount = subprocess.run([*script, *twice], capture_output=True, text=True)
+    assert miscount.returncode == 2 and "once per directory" in miscount.stderr
     bad = subprocess.run([*script[:2], str(tmp_path / "nothing")], capture_output=True, text=True)
     assert bad.returncode == 2 and "not a grid's run directory" in bad.stderr
 

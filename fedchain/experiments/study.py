@@ -577,14 +577,18 @@ def aggregator_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def setting_label(row: Mapping[str, Any]) -> str:
+def setting_label(row: Mapping[str, Any], keys: Sequence[str] = ()) -> str:
     """``iid``, or ``dirichlet`` with its concentration (``dirichlet alpha=0.1``): the data
-    setting a row was run in. A row without ``alpha`` is labelled by its partition alone."""
+    setting a row was run in, then ``key=value`` for each of ``keys`` (e.g. ``byzantine``,
+    to keep grids of different f apart; a missing value reads ``-``). A row without
+    ``alpha`` is labelled by its partition alone."""
     partition = str(row.get("partition"))
     alpha = row.get("alpha")
-    if partition != "dirichlet" or alpha in (None, ""):
-        return partition
-    return f"dirichlet alpha={float(alpha):g}"
+    label = partition
+    if partition == "dirichlet" and alpha not in (None, ""):
+        label = f"dirichlet alpha={float(alpha):g}"
+    extra = [f"{k}={row.get(k) if row.get(k) not in (None, '') else '-'}" for k in keys]
+    return " ".join([label, *extra])
 
 
 def _setting_order(item: tuple[tuple[str, str], Any]) -> tuple[int, float, str]:
@@ -592,23 +596,26 @@ def _setting_order(item: tuple[tuple[str, str], Any]) -> tuple[int, float, str]:
     setting, rule = item[0]
     if not setting.startswith("dirichlet alpha="):
         return (0, 0.0, setting + "|" + rule)
-    return (1, -float(setting.split("=", 1)[1]), rule)
+    alpha, _, rest = setting.removeprefix("dirichlet alpha=").partition(" ")
+    return (1, -float(alpha), rest + "|" + rule)
 
 
 def worst_case_table(
-    rows: Sequence[Mapping[str, Any]], metric: str = "last5_accuracy"
+    rows: Sequence[Mapping[str, Any]],
+    metric: str = "last5_accuracy",
+    keys: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """Per (setting, rule): every attack's mean over seeds, and the worst attack's mean,
     95 % Student-t CI and seed count (``attack`` names it). Attack ``none`` is not an
     attack: it is reported as ``clean``. The setting is the data partition, with the
-    Dirichlet concentration (:func:`setting_label`), so a grid over several alphas keeps
-    them apart."""
+    Dirichlet concentration and ``keys`` (:func:`setting_label`), so a grid over several
+    alphas, or grids of different f, keep them apart."""
     groups: dict[tuple[str, str], dict[str, list[float]]] = {}
     for r in rows:
         v = r.get(metric)
         if v is None:
             continue
-        key = (setting_label(r), str(r.get("rule")))
+        key = (setting_label(r, keys), str(r.get("rule")))
         groups.setdefault(key, {}).setdefault(str(r.get("attack")), []).append(float(v))
     out = []
     for (setting, rule), by_attack in sorted(groups.items(), key=_setting_order):
