@@ -67,6 +67,18 @@ def setting_title(setting: str) -> str:
     return ", ".join(parts)
 
 
+def _worst(row: dict[str, Any]) -> str:
+    """The worst case's mean, with its interval when it has one (not over one seed)."""
+    ci = float(row["worst_ci95"])
+    band = "" if math.isnan(ci) else f" ± {ci:.3f}"
+    return f"{float(row['worst_mean']):.3f}{band}"
+
+
+def _unfinished(row: dict[str, Any], total_attacks: int) -> str:
+    """``"a of A attacks"`` for a cell whose attacks have not all finished, else ``""``."""
+    return "" if row["attacks"] == total_attacks else f"{row['attacks']} of {total_attacks} attacks"
+
+
 def by_rule(table: list[dict[str, Any]], total_attacks: int) -> list[str]:
     """One row per rule; per setting, a column alone and one after NNM. A cell whose
     attacks have not all finished says how many have ("7 of 12 attacks")."""
@@ -83,17 +95,10 @@ def by_rule(table: list[dict[str, Any]], total_attacks: int) -> list[str]:
                 if r is None:
                     out.append("-")
                     continue
-                ci = float(r["worst_ci95"])
-                band = "" if math.isnan(ci) else f" ± {ci:.3f}"
                 attack = SHORT.get(str(r["worst_attack"]), str(r["worst_attack"]))
-                partial = (
-                    ""
-                    if r["attacks"] == total_attacks
-                    else f"; {r['attacks']} of {total_attacks} attacks"
-                )
-                out.append(
-                    f"{float(r['worst_mean']):.3f}{band} ({attack}; n = {r['worst_n']}{partial})"
-                )
+                missing = _unfinished(r, total_attacks)
+                partial = f"; {missing}" if missing else ""
+                out.append(f"{_worst(r)} ({attack}; n = {r['worst_n']}{partial})")
         lines.append(f"| {rule} | " + " | ".join(out) + " |")
     return lines
 
@@ -105,16 +110,12 @@ def by_setting(table: list[dict[str, Any]], total_attacks: int) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for r in table:
-        ci = "" if math.isnan(r["worst_ci95"]) else f" ± {r['worst_ci95']:.3f}"
         clean = "-" if r["clean"] is None else f"{r['clean']:.3f}"
-        note = (
-            ""
-            if r["attacks"] == total_attacks
-            else f"partial: {r['attacks']} of {total_attacks} attacks"
-        )
+        missing = _unfinished(r, total_attacks)
+        note = f"partial: {missing}" if missing else ""
         lines.append(
             f"| {setting_title(r['setting'])} | {r['rule']} | {clean} | {r['worst_attack']} | "
-            f"{r['worst_mean']:.3f}{ci} | {r['worst_n']} | {note} |"
+            f"{_worst(r)} | {r['worst_n']} | {note} |"
         )
     return lines
 

@@ -591,13 +591,13 @@ def setting_label(row: Mapping[str, Any], keys: Sequence[str] = ()) -> str:
     return " ".join([label, *extra])
 
 
-def _setting_order(item: tuple[tuple[str, str], Any]) -> tuple[int, float, str]:
-    """IID first, then Dirichlet from the mildest (largest alpha) down, then by rule."""
-    setting, rule = item[0]
-    if not setting.startswith("dirichlet alpha="):
-        return (0, 0.0, setting + "|" + rule)
-    alpha, _, rest = setting.removeprefix("dirichlet alpha=").partition(" ")
-    return (1, -float(alpha), rest + "|" + rule)
+def _setting_order(row: Mapping[str, Any], label: str) -> tuple[int, float, str]:
+    """IID (and any other partition) first, then Dirichlet from the mildest (largest alpha)
+    down; ``label`` (the setting's full label) breaks ties."""
+    alpha = row.get("alpha")
+    if row.get("partition") != "dirichlet" or alpha in (None, ""):
+        return (0, 0.0, label)
+    return (1, -float(alpha), label)
 
 
 def worst_case_table(
@@ -611,14 +611,19 @@ def worst_case_table(
     Dirichlet concentration and ``keys`` (:func:`setting_label`), so a grid over several
     alphas, or grids of different f, keep them apart."""
     groups: dict[tuple[str, str], dict[str, list[float]]] = {}
+    order: dict[str, tuple[int, float, str]] = {}
     for r in rows:
         v = r.get(metric)
         if v is None:
             continue
-        key = (setting_label(r, keys), str(r.get("rule")))
+        label = setting_label(r, keys)
+        order.setdefault(label, _setting_order(r, label))
+        key = (label, str(r.get("rule")))
         groups.setdefault(key, {}).setdefault(str(r.get("attack")), []).append(float(v))
     out = []
-    for (setting, rule), by_attack in sorted(groups.items(), key=_setting_order):
+    for (setting, rule), by_attack in sorted(
+        groups.items(), key=lambda item: (order[item[0][0]], item[0][1])
+    ):
         stats = {a: describe(vals) for a, vals in by_attack.items()}
         attacked = {a: s for a, s in stats.items() if a != "none"}
         if not attacked:
